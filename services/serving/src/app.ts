@@ -1,0 +1,21 @@
+import { createApp, type Logger } from "@bridle/service-kit";
+import { modelRoutes } from "./routes/models.ts";
+import type { VllmClient } from "./vllm.ts";
+
+export interface ServingDeps {
+  log: Logger;
+  vllm: VllmClient;
+  bodyLimitBytes?: number;
+}
+
+/** The serving service: Bridle's one door to the model server. */
+export function createServingApp(deps: ServingDeps) {
+  const app = createApp({
+    name: "serving",
+    description: "The model server (vLLM) and its LoRA adapters",
+    log: deps.log,
+    ...(deps.bodyLimitBytes ? { bodyLimitBytes: deps.bodyLimitBytes } : {}),
+  });
+  app.route("/v1", modelRoutes(deps.vllm));
+  return app;
+}

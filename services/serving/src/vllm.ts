@@ -1,0 +1,82 @@
+import type { BaseModelInfo, CompletionResult } from "@bridle/contracts";
+import { callJson } from "@bridle/service-kit";
+import { z } from "zod";
+
+const ModelList = z.object({
+  data: z.array(
+    z.object({
+      id: z.string(),
+      root: z.string().nullish(),
+      parent: z.string().nullish(),
+      max_model_len: z.number().int().nullish(),
+    }),
+  ),
+});
+
+const Completion = z.object({
+  model: z.string(),
+  choices: z
+    .array(
+      z.object({
+        text: z.string(),
+        finish_reason: z.string().nullable(),
+        token_ids: z.array(z.number().int()).nullish(),
+        prompt_token_ids: z.array(z.number().int()).nullish(),
+        logprobs: z.object({ token_logprobs: z.array(z.number().nullable()) }).nullish(),
+      }),
+    )
+    .min(1),
+});
+
+/** A thin client for the vLLM OpenAI-compatible server. */
+export class VllmClient {
+  constructor(
+    readonly baseUrl: string,
+    private readonly timeoutMs: number,
+  ) {}
+
+  /** The base model (the entry without a parent) and the adapters loaded on top of it. */
+  async baseModel(): Promise<BaseModelInfo> {
+    const list = await callJson(`${this.baseUrl}/v1/models`, { schema: ModelList, timeoutMs: 10_000 });
+    const base = list.data.find((m) => !m.parent);
+    if (!base) throw new Error("the model server lists no base model");
+    return {
+      id: base.id,
+      root: base.root ?? base.id,
+      maxModelLen: base.max_model_len ?? null,
+      adapters: list.data.filter((m) => m.parent).map((m) => ({ id: m.id, root: m.root ?? m.id })),
+    };
+  }
+
+  /** A plain completion with the token ids and sampling logprobs that training needs. */
+  async complete(input: {
+    model: string;
+    prompt: string;
+    maxTokens: number;
+    temperature: number;
+    seed?: number | undefined;
+  }): Promise<CompletionResult> {
+    const response = await callJson(`${this.baseUrl}/v1/completions`, {
+      schema: Completion,
+      timeoutMs: this.timeoutMs,
+      body: {
+        model: input.model,
+        prompt: input.prompt,
+        max_tokens: input.maxTokens,
+        temperature: input.temperature,
+        ...(input.seed === undefined ? {} : { seed: input.seed }),
+        logprobs: 0,
+        return_token_ids: true,
+      },
+    });
+    const choice = response.choices[0]!;
+    return {
+      model: response.model,
+      text: choice.text,
+      finishReason: choice.finish_reason,
+      promptTokenIds: choice.prompt_token_ids ?? [],
+      completionTokenIds: choice.token_ids ?? [],
+      logprobs: (choice.logprobs?.token_logprobs ?? []).map((lp) => lp ?? 0),
+    };
+  }
+}

@@ -37,11 +37,13 @@ if [[ "$(pnpm --version 2>/dev/null)" != "$PNPM_VERSION" ]]; then
   step "installing pnpm $PNPM_VERSION"
   npm install -g --silent "pnpm@$PNPM_VERSION"
 fi
-node_key=$(hash_of "$root/pnpm-lock.yaml" "$root/pnpm-workspace.yaml" "$root/package.json")
-if ! current node "$node_key" || [[ ! -d "$root/node_modules" ]]; then
+# The stamp lives in node_modules itself: each checkout has its own.
+node_key=$(hash_of "$root/pnpm-lock.yaml" "$root/pnpm-workspace.yaml" "$root"/package.json "$root"/*/*/package.json)
+node_stamp="$root/node_modules/.bridle-installed"
+if [[ ! -f "$node_stamp" || "$(cat "$node_stamp")" != "$node_key" ]]; then
   step "installing Node dependencies"
   (cd "$root" && pnpm install --frozen-lockfile --reporter=silent)
-  record node "$node_key"
+  printf '%s' "$node_key" >"$node_stamp"
 fi
 
 # 3. The Python environment.

@@ -36,9 +36,13 @@ async function main(argv: string[]): Promise<number> {
     options: { json: { type: "boolean" }, prompt: { type: "string" }, help: { type: "boolean", short: "h" } },
   });
   const command = positionals[0];
-  if (!command || values.help) {
+  if (values.help || command === "help") {
     say(usage);
-    return command ? 0 : 2;
+    return 0;
+  }
+  if (!command) {
+    process.stderr.write(`${usage}\n`);
+    return 2;
   }
   const config = loadStackConfig();
   switch (command) {

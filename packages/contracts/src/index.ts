@@ -3,6 +3,7 @@
  * Temporal workflow code can import this package.
  */
 export * from "./errors.ts";
+export * from "./guard.ts";
 export * from "./probe.ts";
 export * from "./serving.ts";
 export * from "./task-queues.ts";

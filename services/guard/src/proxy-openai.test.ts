@@ -133,7 +133,6 @@ describe("OpenAI chat completions through the guard (scripted upstream test doub
         model: "m",
         messages: history,
         tools: openaiTools,
-        stream: turn === 1 ? false : undefined,
       });
       const msg = res.choices[0]!.message;
       history.push({
@@ -205,7 +204,10 @@ describe("OpenAI chat completions through the guard (scripted upstream test doub
     const { apiKey } = await h.register({ instruction, mode: "log" });
     await h.setScript([{ tool_calls: [{ name: "bash", arguments: { command: "rm tests/test_dates.py" } }] }]);
     const res = await client(apiKey).chat.completions.create({ model: "m", messages, tools: openaiTools });
-    expect(res.choices[0]!.message.tool_calls?.[0]?.function.arguments).toContain("rm tests/test_dates.py");
+    const released = res.choices[0]!.message.tool_calls?.[0] as
+      | { function: { arguments: string } }
+      | undefined;
+    expect(released?.function.arguments).toContain("rm tests/test_dates.py");
     const models = await client(apiKey).models.list();
     expect(models.data.map((m) => m.id)).toEqual(["smoke-adapter@1"]);
   });

@@ -27,7 +27,7 @@ export function toOpenAIRequest(body: Record<string, unknown>): Record<string, u
   const messages: OpenAIMessage[] = [];
   const system = textOf(body.system, "system");
   if (system) messages.push({ role: "system", content: system });
-  body.messages.forEach((raw, i) => messages.push(...translateMessage(raw, i)));
+  for (const [i, raw] of body.messages.entries()) messages.push(...translateMessage(raw, i));
 
   const out: Record<string, unknown> = { messages, max_tokens: body.max_tokens };
   for (const [from, to] of [

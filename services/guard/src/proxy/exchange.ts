@@ -150,7 +150,7 @@ class ExchangeState {
       const delta = complete ? choice.message : choice.delta;
       if (delta?.content) this.text(delta.content);
       const calls = (delta?.tool_calls ?? []) as DeltaCall[];
-      calls.forEach((call, i) => this.toolDelta(call, complete ? i : (call.index ?? i)));
+      for (const [i, call] of calls.entries()) this.toolDelta(call, complete ? i : (call.index ?? i));
       if (complete) this.flushCalls(Number.POSITIVE_INFINITY);
       if (choice.finish_reason) this.finishReason = choice.finish_reason;
     }

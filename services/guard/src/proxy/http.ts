@@ -99,12 +99,14 @@ export function sseResponse(
       const write = (text: string) => {
         if (!closed) controller.enqueue(encoder.encode(text));
       };
-      run(write).finally(() => {
+      const close = () => {
         if (!closed) {
           closed = true;
           controller.close();
         }
-      });
+      };
+      // run() records its own failures (capture, error event); closing is all that is left here.
+      run(write).then(close, close);
     },
     cancel() {
       closed = true;

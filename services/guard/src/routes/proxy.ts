@@ -59,7 +59,7 @@ export function proxyRoutes(deps: ProxyDeps, log: Logger) {
 
   app.post("/v1/chat/completions", (c) => handle("openai", c));
   app.post("/v1/messages", (c) => handle("anthropic", c));
-  app.post("/v1/messages/count_tokens", (c) =>
+  app.post("/v1/messages/count_tokens", () =>
     errorResponse("anthropic", new ProxyError(404, "not_found", "count_tokens is not served by the guard")),
   );
   app.get("/v1/models", (c) => {

@@ -144,7 +144,7 @@ function unwrap(cmd: SimpleCommand, depth: number): SimpleCommand[] {
     const name = basename(head!);
     if (WRAPPERS.has(name)) argv = skipOptions(rest, name === "nice" ? ["-n"] : ["-u", "-g"]);
     else if (name === "env")
-      argv = skipOptions(rest, ["-u"]).filter((w, i, all) => !isAssignmentPrefix(all, i));
+      argv = skipOptions(rest, ["-u"]).filter((_w, i, all) => !isAssignmentPrefix(all, i));
     else if (name === "timeout") argv = skipOptions(rest, ["-s", "-k"]).slice(1);
     else if (name === "xargs") argv = skipOptions(rest, ["-I", "-n", "-P", "-d", "-L", "-s", "-E"]);
     else break;

@@ -1,6 +1,7 @@
 #!/usr/bin/env -S node --import tsx
 import { parseArgs } from "node:util";
 import { createLogger, EnvError, ServiceError } from "@bridle/service-kit";
+import { guardCheck } from "./commands/guard-check.ts";
 import { runProbe } from "./commands/probe.ts";
 import {
   down,
@@ -25,6 +26,9 @@ Stack:
   probe [--prompt P] run the stack probe workflow through the gateway
   demo               up, then the probe; prints the Temporal UI link
 
+Guard:
+  guard check <calls.jsonl>  apply the guard's rules to one tool call per line; prints one verdict per line
+
 Settings come from BRIDLE_* environment variables (see README.md).`;
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
@@ -43,6 +47,13 @@ async function main(argv: string[]): Promise<number> {
   if (!command) {
     process.stderr.write(`${usage}\n`);
     return 2;
+  }
+  if (command === "guard") {
+    if (positionals[1] !== "check") {
+      process.stderr.write(`bridle guard: unknown sub-command '${positionals[1] ?? ""}'\n\n${usage}\n`);
+      return 2;
+    }
+    return guardCheck(positionals[2], say);
   }
   const config = loadStackConfig();
   switch (command) {

@@ -4,6 +4,7 @@
  */
 export * from "./errors.ts";
 export * from "./evaluation.ts";
+export * from "./guard.ts";
 export * from "./probe.ts";
 export * from "./serving.ts";
 export * from "./task-queues.ts";

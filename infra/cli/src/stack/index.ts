@@ -194,6 +194,7 @@ export function endpoints(config: StackConfig): Record<string, string> {
   const http = (port: number) => `http://${config.host}:${port}`;
   return {
     gateway: http(config.ports.gateway),
+    guard: http(config.ports.guard),
     "temporal ui": `${http(config.ports.temporalUi)}/namespaces/bridle/workflows`,
     temporal: `${config.host}:${config.ports.temporal}`,
     "model server": config.vllmUrl,

@@ -4,5 +4,8 @@
  */
 export * from "./errors.ts";
 export * from "./probe.ts";
+export * from "./reward.ts";
 export * from "./serving.ts";
 export * from "./task-queues.ts";
+export * from "./tasks.ts";
+export * from "./verifier.ts";

@@ -40,6 +40,10 @@ fi
 node_key=$(hash_of "$root/pnpm-lock.yaml" "$root/pnpm-workspace.yaml" "$root/package.json")
 if ! current node "$node_key" || [[ ! -d "$root/node_modules" ]]; then
   step "installing Node dependencies"
+  # Native addons (better-sqlite3) build against the installed Node's headers: node-gyp would
+  # otherwise try to download them, and there is no network for that.
+  node_prefix="$(dirname "$(dirname "$(command -v node)")")"
+  [[ -f "$node_prefix/include/node/node.h" ]] && export npm_config_nodedir="$node_prefix"
   (cd "$root" && pnpm install --frozen-lockfile --reporter=silent)
   record node "$node_key"
 fi

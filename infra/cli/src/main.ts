@@ -2,6 +2,7 @@
 import { parseArgs } from "node:util";
 import { createLogger, EnvError, ServiceError } from "@bridle/service-kit";
 import { runProbe } from "./commands/probe.ts";
+import { tasksCommand, tasksUsage } from "./commands/tasks.ts";
 import {
   down,
   endpoints,
@@ -25,6 +26,9 @@ Stack:
   probe [--prompt P] run the stack probe workflow through the gateway
   demo               up, then the probe; prints the Temporal UI link
 
+Tasks:
+${tasksUsage}
+
 Settings come from BRIDLE_* environment variables (see README.md).`;
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
@@ -33,7 +37,15 @@ async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { json: { type: "boolean" }, prompt: { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: {
+      json: { type: "boolean" },
+      prompt: { type: "string" },
+      help: { type: "boolean", short: "h" },
+      record: { type: "boolean" },
+      parallel: { type: "string" },
+      "schema-only": { type: "boolean" },
+      "no-controls": { type: "boolean" },
+    },
   });
   const command = positionals[0];
   if (!command || values.help) {
@@ -63,6 +75,8 @@ async function main(argv: string[]): Promise<number> {
       printEndpoints(config);
       return probe(config, values.prompt);
     }
+    case "tasks":
+      return tasksCommand(config, positionals.slice(1), values, say);
     default:
       process.stderr.write(`bridle: unknown command '${command}'\n\n${usage}\n`);
       return 2;

@@ -194,6 +194,8 @@ export function endpoints(config: StackConfig): Record<string, string> {
   const http = (port: number) => `http://${config.host}:${port}`;
   return {
     gateway: http(config.ports.gateway),
+    tasks: http(config.ports.tasks),
+    verifier: http(config.ports.verifier),
     "temporal ui": `${http(config.ports.temporalUi)}/namespaces/bridle/workflows`,
     temporal: `${config.host}:${config.ports.temporal}`,
     "model server": config.vllmUrl,

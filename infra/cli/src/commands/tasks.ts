@@ -98,8 +98,15 @@ export async function tasksCommand(
 ): Promise<number> {
   const [action, dir] = args;
   if (action === "list") return list(config, flags, say);
-  if ((action === "validate" || action === "import") && dir) {
-    return action === "validate" ? validate(dir, flags, say) : importDir(config, dir, flags, say);
+  if (action === "import" && dir) return importDir(config, dir, flags, say);
+  if (action === "validate" && dir) {
+    try {
+      return await validate(dir, flags, say);
+    } catch (err) {
+      // A bad path or flag: say what is wrong, without a stack trace.
+      process.stderr.write(`bridle: ${(err as Error).message}\n`);
+      return 1;
+    }
   }
   process.stderr.write(`bridle: usage:\n${tasksUsage}\n`);
   return 2;

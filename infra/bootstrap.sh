@@ -44,6 +44,10 @@ node_key=$(hash_of "$root/pnpm-lock.yaml" "$root/pnpm-workspace.yaml" "$root"/pa
 node_stamp="$root/node_modules/.bridle-installed"
 if [[ ! -f "$node_stamp" || "$(cat "$node_stamp")" != "$node_key" ]]; then
   step "installing Node dependencies"
+  # Native addons (better-sqlite3) build against the installed Node's headers: node-gyp would
+  # otherwise try to download them, and there is no network for that.
+  node_prefix="$(dirname "$(dirname "$(command -v node)")")"
+  [[ -f "$node_prefix/include/node/node.h" ]] && export npm_config_nodedir="$node_prefix"
   (cd "$root" && pnpm install --frozen-lockfile --reporter=silent)
   printf '%s' "$node_key" >"$node_stamp"
 fi

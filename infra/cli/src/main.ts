@@ -3,6 +3,7 @@ import { parseArgs } from "node:util";
 import { createLogger, EnvError, ServiceError } from "@bridle/service-kit";
 import { guardCheck } from "./commands/guard-check.ts";
 import { runProbe } from "./commands/probe.ts";
+import { tasksCommand, tasksUsage } from "./commands/tasks.ts";
 import {
   down,
   endpoints,
@@ -29,6 +30,9 @@ Stack:
 Guard:
   guard check <calls.jsonl>  apply the guard's rules to one tool call per line; prints one verdict per line
 
+Tasks:
+${tasksUsage}
+
 Settings come from BRIDLE_* environment variables (see README.md).`;
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
@@ -37,7 +41,15 @@ async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { json: { type: "boolean" }, prompt: { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: {
+      json: { type: "boolean" },
+      prompt: { type: "string" },
+      help: { type: "boolean", short: "h" },
+      record: { type: "boolean" },
+      parallel: { type: "string" },
+      "schema-only": { type: "boolean" },
+      "no-controls": { type: "boolean" },
+    },
   });
   const command = positionals[0];
   if (values.help || command === "help") {
@@ -78,6 +90,8 @@ async function main(argv: string[]): Promise<number> {
       printEndpoints(config);
       return probe(config, values.prompt);
     }
+    case "tasks":
+      return tasksCommand(config, positionals.slice(1), values, say);
     default:
       process.stderr.write(`bridle: unknown command '${command}'\n\n${usage}\n`);
       return 2;

@@ -6,5 +6,8 @@ export * from "./errors.ts";
 export * from "./evaluation.ts";
 export * from "./guard.ts";
 export * from "./probe.ts";
+export * from "./reward.ts";
 export * from "./serving.ts";
 export * from "./task-queues.ts";
+export * from "./tasks.ts";
+export * from "./verifier.ts";

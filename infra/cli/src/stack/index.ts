@@ -195,6 +195,8 @@ export function endpoints(config: StackConfig): Record<string, string> {
   return {
     gateway: http(config.ports.gateway),
     guard: http(config.ports.guard),
+    tasks: http(config.ports.tasks),
+    verifier: http(config.ports.verifier),
     "temporal ui": `${http(config.ports.temporalUi)}/namespaces/bridle/workflows`,
     temporal: `${config.host}:${config.ports.temporal}`,
     "model server": config.vllmUrl,

@@ -1,0 +1,62 @@
+import { spawnSync } from "node:child_process";
+import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { repoRoot } from "../stack/config.ts";
+
+let dir: string;
+const bridle = (...args: string[]) =>
+  spawnSync(process.execPath, ["--import", "tsx", join(repoRoot, "infra/cli/src/main.ts"), ...args], {
+    encoding: "utf8",
+    timeout: 120_000,
+  });
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "bridle-cli-tasks-"));
+  await cp(join(repoRoot, "tasks/repair-median"), join(dir, "good"), { recursive: true });
+  await cp(join(repoRoot, "tasks/repair-median"), join(dir, "wrong-solution"), { recursive: true });
+  await writeFile(join(dir, "wrong-solution/solution/solve.sh"), "echo nothing to do\n");
+  await cp(join(repoRoot, "tasks/qa-config-port"), join(dir, "malformed"), { recursive: true });
+  await writeFile(
+    join(dir, "malformed/task.toml"),
+    '[metadata]\ncategory = "qa"\n[agent]\ntimeout_sec = -5\n',
+  );
+});
+afterAll(async () => rm(dir, { recursive: true, force: true }));
+
+describe("bridle tasks validate", () => {
+  it("prints one verdict per task, carries on past bad ones, and exits 1", () => {
+    const run = bridle("tasks", "validate", dir);
+    const lines = run.stdout.split("\n");
+    expect(lines).toContain(
+      "FAIL  malformed: task.toml: agent.timeout_sec: Too small: expected number to be >0",
+    );
+    expect(lines).toContain(
+      "FAIL  wrong-solution: oracle scored 0, expected 1: the reference solution does not pass the tests",
+    );
+    expect(lines.some((l) => /^ok {4}good {2}\(oracle 1, nop 0, [\d.]+ s\)$/.test(l))).toBe(true);
+    expect(lines).toContain("tasks: 1 passed, 2 failed");
+    expect(run.status).toBe(1);
+  });
+
+  it("records the labels in task.toml with --record", async () => {
+    const run = bridle("tasks", "validate", join(dir, "wrong-solution"), "--record");
+    expect(run.status).toBe(1);
+    const toml = await readFile(join(dir, "wrong-solution/task.toml"), "utf8");
+    expect(toml).toContain('[metadata.repo2env.evaluation]\nstatus = "needs_repair"\nstage = "controls"');
+    expect(toml).toContain('reason_codes = ["oracle_failed"]');
+  });
+
+  it("explains its usage and bad flags", () => {
+    const run = bridle("tasks", "validate");
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain("tasks validate <dir>");
+    const bad = bridle("tasks", "validate", dir, "--parallel", "zero");
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toBe("bridle: --parallel must be an integer from 1 to 16, got zero\n");
+    const nowhere = bridle("tasks", "validate", join(dir, "nowhere"));
+    expect(nowhere.stderr).toMatch(/^bridle: \S+nowhere: not a folder\n$/);
+    expect(nowhere.status).toBe(1);
+  });
+});

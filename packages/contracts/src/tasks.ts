@@ -1,0 +1,176 @@
+import { z } from "zod";
+
+/** The task families of the bundled suite and of imported Harbor tasks. */
+export const TaskCategory = z.enum(["build", "repair", "extend", "qa"]);
+export type TaskCategory = z.infer<typeof TaskCategory>;
+
+/** Training tasks may be sampled for rollouts; held-out tasks are for evaluation only. */
+export const TaskSplit = z.enum(["train", "held-out"]);
+export type TaskSplit = z.infer<typeof TaskSplit>;
+
+/** A task id: the name of its folder, a lowercase slug. */
+export const TaskId = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(
+    /^[a-z0-9][a-z0-9._-]*$/,
+    "lowercase letters, digits, '.', '_' and '-', starting with a letter or digit",
+  );
+export type TaskId = z.infer<typeof TaskId>;
+
+/** Repo2RLEnv's evaluation status of a task. */
+export const EvaluationStatus = z.enum(["unverified", "verified", "needs_repair", "blocked"]);
+export type EvaluationStatus = z.infer<typeof EvaluationStatus>;
+
+/** Repo2RLEnv's pipeline stage a task last reached. */
+export const EvaluationStage = z.enum([
+  "generation",
+  "bootstrap",
+  "construction",
+  "review",
+  "controls",
+  "probes",
+  "rollout",
+  "repair",
+  "complete",
+  "unknown",
+]);
+export type EvaluationStage = z.infer<typeof EvaluationStage>;
+
+/** Evaluation labels as Repo2RLEnv records them under `[metadata.repo2env.evaluation]`. */
+export const EvaluationLabels = z.object({
+  status: EvaluationStatus,
+  stage: EvaluationStage,
+  reasonCodes: z.array(z.string()).default([]),
+  provenance: z.string().optional(),
+  evidence: z.string().optional(),
+});
+export type EvaluationLabels = z.infer<typeof EvaluationLabels>;
+
+/** One control run: the oracle (reference solution, must score 1) or nop (nothing done, must score 0). */
+export const ControlRun = z.object({
+  control: z.enum(["oracle", "nop"]),
+  expected: z.number(),
+  /** The verifier's reward; null when the verifier never produced one (environment failure). */
+  reward: z.number().nullable(),
+  passed: z.boolean(),
+  message: z.string().describe("`ok`, or what went wrong"),
+  durationMs: z.number().nonnegative(),
+});
+export type ControlRun = z.infer<typeof ControlRun>;
+
+/** Our own controls for one content hash of a task. */
+export const ControlResults = z.object({
+  passed: z.boolean(),
+  hash: z.string(),
+  checkedAt: z.string(),
+  runs: z.array(ControlRun),
+});
+export type ControlResults = z.infer<typeof ControlResults>;
+
+/** A task as the registry lists it. */
+export const TaskSummary = z.object({
+  id: TaskId,
+  hash: z.string().describe("sha256 over every file of the task folder"),
+  category: TaskCategory,
+  split: TaskSplit,
+  splitSource: z.enum(["hash", "metadata"]).describe("Whether the split came from the id hash or metadata"),
+  labels: EvaluationLabels.nullable().describe("Labels as recorded in task.toml, if any"),
+  controls: ControlResults.nullable().describe("Results of our own controls; null when never run"),
+  agentTimeoutSec: z.number().positive(),
+  verifierTimeoutSec: z.number().positive(),
+  requires: z.array(z.string()),
+  importedAt: z.string(),
+});
+export type TaskSummary = z.infer<typeof TaskSummary>;
+
+/** Filters for listing tasks. */
+export const TaskListQuery = z.object({
+  category: TaskCategory.optional(),
+  split: TaskSplit.optional(),
+  controls: z.enum(["passed", "failed", "unchecked"]).optional(),
+  status: EvaluationStatus.optional(),
+});
+export type TaskListQuery = z.infer<typeof TaskListQuery>;
+
+/** A file carried over HTTP: a relative path, its mode and base64 content. */
+export const TaskFile = z.object({
+  path: z.string().min(1),
+  mode: z.number().int().min(0).max(0o7777),
+  base64: z.string(),
+});
+export type TaskFile = z.infer<typeof TaskFile>;
+
+/** What the agent phase gets: the instruction and the workspace files, never tests or solution. */
+export const AgentTask = z.object({
+  id: TaskId,
+  hash: z.string(),
+  category: TaskCategory,
+  instruction: z.string(),
+  agentTimeoutSec: z.number().positive(),
+  environment: z.array(TaskFile),
+});
+export type AgentTask = z.infer<typeof AgentTask>;
+
+/** What the verifier gets: the tests and how long they may run. Internal: never shown to an agent. */
+export const VerifierBundle = z.object({
+  id: TaskId,
+  hash: z.string(),
+  category: TaskCategory,
+  verifierTimeoutSec: z.number().positive(),
+  verifierEnv: z.record(z.string(), z.string()),
+  tests: z.array(TaskFile),
+});
+export type VerifierBundle = z.infer<typeof VerifierBundle>;
+
+/** Import Harbor task folders from a path on the tasks service's host. */
+export const ImportRequest = z
+  .object({
+    path: z.string().min(1).describe("A task folder, or a folder of task folders"),
+    runControls: z.boolean().default(true),
+  })
+  .strict();
+export type ImportRequest = z.infer<typeof ImportRequest>;
+
+/** The outcome for one folder of an import or a validation. */
+export const TaskVerdict = z.object({
+  id: z.string(),
+  dir: z.string(),
+  ok: z.boolean(),
+  /** `ok`, or every problem found, each naming its file and field or control. */
+  problems: z.array(z.string()),
+  imported: z.boolean(),
+  controls: ControlResults.nullable(),
+  labels: EvaluationLabels.nullable(),
+});
+export type TaskVerdict = z.infer<typeof TaskVerdict>;
+
+export const ImportResult = z.object({ verdicts: z.array(TaskVerdict) });
+export type ImportResult = z.infer<typeof ImportResult>;
+
+/**
+ * A stratified batch request. Sampling is deterministic in (seed, cursor): the eligible tasks are
+ * ordered once per epoch, and successive cursors walk that order without replacement.
+ */
+export const SampleRequest = z
+  .object({
+    size: z.number().int().min(1).max(1_000),
+    seed: z
+      .number()
+      .int()
+      .min(0)
+      .max(2 ** 31 - 1),
+    cursor: z.number().int().min(0).default(0).describe("Position in the seeded sequence; pass nextCursor"),
+    split: TaskSplit.default("train"),
+    categories: z.array(TaskCategory).min(1).optional(),
+  })
+  .strict();
+export type SampleRequest = z.infer<typeof SampleRequest>;
+
+export const SampleResult = z.object({
+  tasks: z.array(z.object({ id: TaskId, category: TaskCategory, hash: z.string(), epoch: z.number().int() })),
+  nextCursor: z.number().int(),
+  epochSize: z.number().int().describe("Eligible tasks per epoch"),
+});
+export type SampleResult = z.infer<typeof SampleResult>;

@@ -1,0 +1,124 @@
+import { cp, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { validateFolder, validateTask } from "./index.ts";
+
+const suite = resolve(dirname(fileURLToPath(import.meta.url)), "../../../tasks");
+let dir: string;
+
+/** A copy of a good bundled task, broken in one way. */
+async function broken(name: string, change: (taskDir: string) => Promise<void>): Promise<string> {
+  const taskDir = join(dir, name);
+  await cp(join(suite, "repair-median"), taskDir, { recursive: true });
+  await change(taskDir);
+  return taskDir;
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "bridle-controls-"));
+  await broken("wrong-solution", (d) => writeFile(join(d, "solution/solve.sh"), "echo 'I give up'\n"));
+  await broken("free-reward", (d) =>
+    writeFile(join(d, "tests/test.sh"), "mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\n"),
+  );
+  await broken("bad-toml-syntax", (d) =>
+    writeFile(join(d, "task.toml"), 'version = "1.0"\n[metadata\ncategory = "repair"\n'),
+  );
+  await broken("bad-toml-field", (d) =>
+    writeFile(join(d, "task.toml"), '[metadata]\ncategory = "misc"\n[verifier]\ntimeout_sec = "soon"\n'),
+  );
+  await broken("no-tests", (d) => rm(join(d, "tests"), { recursive: true }));
+  await broken("missing-tool", (d) =>
+    writeFile(
+      join(d, "task.toml"),
+      '[metadata]\ncategory = "repair"\n[environment]\nrequires = ["no-such-tool-zz"]\n',
+    ),
+  );
+  await broken("silent-tests", (d) => writeFile(join(d, "tests/test.sh"), "echo checked\n"));
+  await broken("slow-tests", (d) =>
+    writeFile(join(d, "task.toml"), '[metadata]\ncategory = "repair"\n[verifier]\ntimeout_sec = 1\n').then(
+      () => writeFile(join(d, "tests/test.sh"), "sleep 30\n"),
+    ),
+  );
+  await broken("json-reward", (d) =>
+    writeFile(
+      join(d, "tests/test.sh"),
+      'mkdir -p /logs/verifier; if grep -q sorted /app/stats.py; then r=1; else r=0; fi; echo "{\\"reward\\": $r, \\"checks\\": 4}" > /logs/verifier/reward.json\n',
+    ),
+  );
+});
+afterAll(async () => rm(dir, { recursive: true, force: true }));
+
+const verdictOf = async (name: string) => (await validateTask(join(dir, name))).verdict;
+
+describe("controls catch bad tasks", () => {
+  it("a wrong reference solution fails the oracle control", async () => {
+    const v = await verdictOf("wrong-solution");
+    expect(v.ok).toBe(false);
+    expect(v.problems).toEqual([
+      "oracle scored 0, expected 1: the reference solution does not pass the tests",
+    ]);
+    expect(v.labels).toMatchObject({
+      status: "needs_repair",
+      stage: "controls",
+      reasonCodes: ["oracle_failed"],
+    });
+  });
+
+  it("tests that pass without any work fail the nop control", async () => {
+    const v = await verdictOf("free-reward");
+    expect(v.ok).toBe(false);
+    expect(v.problems).toEqual(["nop scored 1, expected 0: the tests pass without any work"]);
+    expect(v.labels?.reasonCodes).toEqual(["nop_passed"]);
+  });
+
+  it("a task.toml with a syntax error names the file and the line", async () => {
+    const v = await verdictOf("bad-toml-syntax");
+    expect(v.ok).toBe(false);
+    expect(v.controls).toBeNull();
+    expect(v.problems[0]).toMatch(/^task\.toml: line 2, column \d+: /);
+  });
+
+  it("a task.toml with bad fields names each field", async () => {
+    const v = await verdictOf("bad-toml-field");
+    expect(v.problems.some((p) => p.startsWith("task.toml: metadata.category: "))).toBe(true);
+    expect(v.problems.some((p) => p.startsWith("task.toml: verifier.timeout_sec: "))).toBe(true);
+  });
+
+  it("missing tests and missing host tools are reported by name", async () => {
+    expect((await verdictOf("no-tests")).problems).toEqual(["tests/test.sh: missing (the verifier runs it)"]);
+    expect((await verdictOf("missing-tool")).problems).toEqual([
+      "task.toml: environment.requires: not installed on this host: no-such-tool-zz",
+    ]);
+  });
+
+  it("tests that write no reward or run past their timeout are environment failures, not 0", async () => {
+    const silent = await verdictOf("silent-tests");
+    expect(silent.controls?.runs.map((r) => r.reward)).toEqual([null, null]);
+    expect(silent.problems[0]).toMatch(/^oracle: environment failure: tests\/test\.sh wrote no/);
+    expect(silent.labels?.reasonCodes).toEqual(["oracle_environment_failure", "nop_environment_failure"]);
+    const slow = await verdictOf("slow-tests");
+    expect(slow.problems[0]).toBe("oracle: environment failure: tests/test.sh ran past 1 s");
+  });
+
+  it("reads reward.json when there is no reward.txt", async () => {
+    const v = await verdictOf("json-reward");
+    expect(v.ok).toBe(true);
+  });
+
+  it("a folder import reports malformed tasks and carries on with the rest", async () => {
+    const verdicts = await validateFolder(dir, { parallel: 2, controls: false });
+    expect(verdicts.map((v) => [v.id, v.ok])).toEqual([
+      ["bad-toml-field", false],
+      ["bad-toml-syntax", false],
+      ["free-reward", true],
+      ["json-reward", true],
+      ["missing-tool", false],
+      ["no-tests", false],
+      ["silent-tests", true],
+      ["slow-tests", true],
+      ["wrong-solution", true],
+    ]);
+  });
+});

@@ -1,0 +1,87 @@
+import type { ControlResults, ControlRun } from "@bridle/contracts";
+import { Sandbox } from "@bridle/sandbox";
+import { writeTree } from "./files.ts";
+import type { HarborTask } from "./load.ts";
+import { runTests } from "./verify.ts";
+
+export interface ControlOptions {
+  /** Where sandboxes are made (the host's temp folder by default). */
+  baseDir?: string;
+}
+
+/** Starts a sandbox on a fresh copy of the task's environment. */
+export async function sandboxFor(task: HarborTask, baseDir?: string): Promise<Sandbox> {
+  const sandbox = await Sandbox.create(baseDir ? { baseDir } : {});
+  await writeTree(sandbox.workspace, task.environment);
+  return sandbox;
+}
+
+const testOptions = (task: HarborTask) => ({
+  tests: task.tests,
+  timeoutSec: task.toml.verifier.timeout_sec,
+  env: task.toml.verifier.env,
+  memoryMb: task.toml.environment.memory_mb,
+});
+
+/** The oracle control: run the reference solution as the agent phase, then the tests; must score 1. */
+async function oracle(task: HarborTask, options: ControlOptions): Promise<ControlRun> {
+  const started = performance.now();
+  const sandbox = await sandboxFor(task, options.baseDir);
+  try {
+    const solution = await sandbox.scratch("solution");
+    await writeTree(solution, task.solution);
+    const solve = await sandbox.run(["bash", "/solution/solve.sh"], {
+      timeoutMs: task.toml.agent.timeout_sec * 1000,
+      mounts: [{ source: solution, target: "/solution" }],
+      ...(task.toml.environment.memory_mb ? { memoryMb: task.toml.environment.memory_mb } : {}),
+    });
+    const outcome = await runTests(sandbox, testOptions(task));
+    const reward = outcome.correctness;
+    const passed = reward === 1;
+    const solveNote = solve.timedOut
+      ? " (solution/solve.sh timed out)"
+      : solve.exitCode !== 0
+        ? ` (solution/solve.sh exited ${solve.exitCode}: ${solve.stderr.trim().split("\n").pop() ?? ""})`
+        : "";
+    const message = passed
+      ? "ok"
+      : reward === null
+        ? `oracle: environment failure: ${outcome.message}${solveNote}`
+        : `oracle scored ${reward}, expected 1: the reference solution does not pass the tests${solveNote}`;
+    return {
+      control: "oracle",
+      expected: 1,
+      reward,
+      passed,
+      message,
+      durationMs: performance.now() - started,
+    };
+  } finally {
+    await sandbox.dispose();
+  }
+}
+
+/** The nop control: no agent phase at all, then the tests; must score 0. */
+async function nop(task: HarborTask, options: ControlOptions): Promise<ControlRun> {
+  const started = performance.now();
+  const sandbox = await sandboxFor(task, options.baseDir);
+  try {
+    const outcome = await runTests(sandbox, testOptions(task));
+    const reward = outcome.correctness;
+    const passed = reward === 0;
+    const message = passed
+      ? "ok"
+      : reward === null
+        ? `nop: environment failure: ${outcome.message}`
+        : `nop scored ${reward}, expected 0: the tests pass without any work`;
+    return { control: "nop", expected: 0, reward, passed, message, durationMs: performance.now() - started };
+  } finally {
+    await sandbox.dispose();
+  }
+}
+
+/** Runs both controls on a task in fresh sandboxes. */
+export async function runControls(task: HarborTask, options: ControlOptions = {}): Promise<ControlResults> {
+  const runs = [await oracle(task, options), await nop(task, options)];
+  return { passed: runs.every((r) => r.passed), hash: task.hash, checkedAt: new Date().toISOString(), runs };
+}

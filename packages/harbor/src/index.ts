@@ -1,0 +1,9 @@
+/** Harbor-format tasks: loading and checking folders, the verifier phase, and the controls. */
+export { runControls, sandboxFor } from "./controls.ts";
+export { hashTree, readTree, type TreeFile, writeTree } from "./files.ts";
+export { labelsFromControls, recordLabels } from "./labels.ts";
+export { findTaskDirs, type HarborTask, type LoadResult, loadTask } from "./load.ts";
+export { splitFor } from "./split.ts";
+export { labelsOf, parseTaskToml, TaskToml } from "./task-toml.ts";
+export { mapBounded, type ValidateOptions, validateFolder, validateTask } from "./validate.ts";
+export { runTests, type TestRunOptions } from "./verify.ts";

@@ -1,0 +1,113 @@
+import { existsSync, statSync } from "node:fs";
+import { readdir, readFile } from "node:fs/promises";
+import { basename, join, resolve } from "node:path";
+import { type EvaluationLabels, type TaskCategory, TaskId, type TaskSplit } from "@bridle/contracts";
+import { missingTools } from "@bridle/sandbox";
+import { hashTree, readTree, type TreeFile } from "./files.ts";
+import { labelsOf, parseTaskToml, type TaskToml } from "./task-toml.ts";
+
+/** A Harbor task folder that passed schema validation. */
+export interface HarborTask {
+  id: string;
+  dir: string;
+  hash: string;
+  category: TaskCategory;
+  splitOverride: TaskSplit | undefined;
+  instruction: string;
+  toml: TaskToml;
+  labels: EvaluationLabels | null;
+  files: TreeFile[];
+  /** Files under environment/, relative to it: the workspace's starting content. */
+  environment: TreeFile[];
+  /** Files under tests/, relative to it. */
+  tests: TreeFile[];
+  /** Files under solution/, relative to it; empty when the task has no reference solution. */
+  solution: TreeFile[];
+}
+
+export type LoadResult =
+  | { ok: true; task: HarborTask }
+  | { ok: false; id: string; dir: string; problems: string[] };
+
+/** Files that describe a container build: this backend does not run them, so they stay out of the workspace. */
+const BUILD_FILES = new Set(["Dockerfile", "docker-compose.yaml", "docker-compose.yml", ".dockerignore"]);
+
+const under = (files: TreeFile[], folder: string) =>
+  files
+    .filter((f) => f.path.startsWith(`${folder}/`))
+    .map((f) => ({ ...f, path: f.path.slice(folder.length + 1) }));
+
+/** Loads and checks one task folder; every problem names its file and field. */
+export async function loadTask(dirPath: string): Promise<LoadResult> {
+  const dir = resolve(dirPath);
+  const id = basename(dir);
+  const problems: string[] = [];
+  const idCheck = TaskId.safeParse(id);
+  if (!idCheck.success)
+    problems.push(`${id}: folder name is not a valid task id: ${idCheck.error.issues[0]?.message}`);
+
+  let files: TreeFile[];
+  try {
+    files = await readTree(dir);
+  } catch (err) {
+    return { ok: false, id, dir, problems: [...problems, (err as Error).message] };
+  }
+  const file = (path: string) => files.find((f) => f.path === path);
+
+  const instruction = file("instruction.md")?.content.toString("utf8") ?? "";
+  if (!file("instruction.md")) problems.push("instruction.md: missing");
+  else if (instruction.trim() === "") problems.push("instruction.md: empty");
+
+  let toml: TaskToml | undefined;
+  const tomlFile = file("task.toml");
+  if (!tomlFile) problems.push("task.toml: missing");
+  else {
+    const parsed = parseTaskToml(tomlFile.content.toString("utf8"));
+    if (parsed.ok) toml = parsed.toml;
+    else problems.push(...parsed.problems);
+  }
+  if (!file("tests/test.sh")) problems.push("tests/test.sh: missing (the verifier runs it)");
+  if (!file("solution/solve.sh")) problems.push("solution/solve.sh: missing (the oracle control runs it)");
+  if (toml) {
+    const missing = missingTools(toml.environment.requires);
+    if (missing.length > 0) {
+      problems.push(`task.toml: environment.requires: not installed on this host: ${missing.join(", ")}`);
+    }
+  }
+  if (problems.length > 0 || !toml) return { ok: false, id, dir, problems };
+  return {
+    ok: true,
+    task: {
+      id,
+      dir,
+      hash: hashTree(files),
+      category: toml.metadata.category,
+      splitOverride: toml.metadata.split,
+      instruction,
+      toml,
+      labels: labelsOf(toml),
+      files,
+      environment: under(files, "environment").filter((f) => !BUILD_FILES.has(f.path)),
+      tests: under(files, "tests"),
+      solution: under(files, "solution"),
+    },
+  };
+}
+
+const looksLikeTask = (dir: string) =>
+  ["task.toml", "instruction.md", "tests"].some((name) => existsSync(join(dir, name)));
+
+/** The task folders at `path`: the folder itself if it is a task, else its non-hidden subfolders. */
+export async function findTaskDirs(path: string): Promise<string[]> {
+  const dir = resolve(path);
+  if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new Error(`${path}: not a folder`);
+  if (looksLikeTask(dir)) return [dir];
+  const entries = await readdir(dir, { withFileTypes: true });
+  return entries
+    .filter((e) => e.isDirectory() && !e.name.startsWith("."))
+    .map((e) => join(dir, e.name))
+    .sort();
+}
+
+/** Reads a file of a loaded task's folder as text (for tools that need the raw `task.toml`). */
+export const readTaskFile = (task: HarborTask, path: string) => readFile(join(task.dir, path), "utf8");

@@ -1,0 +1,37 @@
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { TaskCategory } from "@bridle/contracts";
+import { describe, expect, it } from "vitest";
+import { loadTask, validateFolder } from "./index.ts";
+
+const suite = resolve(dirname(fileURLToPath(import.meta.url)), "../../../tasks");
+
+describe("the bundled task suite", () => {
+  it("has every task passing both controls in the sandbox", async () => {
+    const verdicts = await validateFolder(suite, { parallel: 2 });
+    const failed = verdicts.filter((v) => !v.ok).map((v) => `${v.id}: ${v.problems.join("; ")}`);
+    expect(failed).toEqual([]);
+    expect(verdicts.length).toBeGreaterThanOrEqual(24);
+    for (const verdict of verdicts) {
+      expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
+        ["oracle", 1],
+        ["nop", 0],
+      ]);
+      expect(verdict.labels).toMatchObject({ status: "verified", stage: "controls", reasonCodes: [] });
+    }
+  }, 300_000);
+
+  it("has at least 8 build, 8 repair, 4 extend and 4 qa tasks", async () => {
+    const { readdir } = await import("node:fs/promises");
+    const counts: Record<TaskCategory, number> = { build: 0, repair: 0, extend: 0, qa: 0 };
+    for (const entry of await readdir(suite, { withFileTypes: true })) {
+      if (!entry.isDirectory()) continue;
+      const loaded = await loadTask(resolve(suite, entry.name));
+      if (loaded.ok) counts[loaded.task.category]++;
+    }
+    expect(counts.build).toBeGreaterThanOrEqual(8);
+    expect(counts.repair).toBeGreaterThanOrEqual(8);
+    expect(counts.extend).toBeGreaterThanOrEqual(4);
+    expect(counts.qa).toBeGreaterThanOrEqual(4);
+  });
+});

@@ -1,0 +1,96 @@
+import {
+  EvaluationLabels,
+  EvaluationStage,
+  EvaluationStatus,
+  TaskCategory,
+  TaskSplit,
+} from "@bridle/contracts";
+import { parse, TomlError } from "smol-toml";
+import { z } from "zod";
+
+const seconds = z
+  .number()
+  .positive()
+  .max(24 * 3600);
+
+const Evaluation = z.looseObject({
+  status: EvaluationStatus,
+  stage: EvaluationStage,
+  reason_codes: z.array(z.string()).default([]),
+  provenance: z.unknown().optional(),
+  evidence: z.unknown().optional(),
+});
+
+/**
+ * `task.toml` as Bridle reads it: Harbor's fields plus `metadata.category` (required here),
+ * `metadata.split` (optional override) and `environment.requires` (host tools the task needs,
+ * since this backend does not build `environment/Dockerfile`). Unknown keys are kept.
+ */
+export const TaskToml = z.looseObject({
+  version: z.string().default("1.0"),
+  metadata: z.looseObject({
+    category: TaskCategory,
+    split: TaskSplit.optional(),
+    repo2env: z.looseObject({ evaluation: Evaluation.optional() }).optional(),
+  }),
+  verifier: z
+    .looseObject({
+      timeout_sec: seconds.default(600),
+      env: z.record(z.string(), z.string()).default({}),
+    })
+    .default({ timeout_sec: 600, env: {} }),
+  agent: z.looseObject({ timeout_sec: seconds.default(600) }).default({ timeout_sec: 600 }),
+  environment: z
+    .looseObject({
+      requires: z.array(z.string().regex(/^[A-Za-z0-9._+-]+$/, "a command name, not a path")).default([]),
+      memory_mb: z.number().int().min(16).max(65_536).optional(),
+      cpus: z.number().positive().optional(),
+      allow_internet: z
+        .boolean()
+        .default(false)
+        .refine((allowed) => !allowed, "internet access is not available in the bubblewrap sandbox"),
+    })
+    .default({ requires: [], allow_internet: false }),
+});
+export type TaskToml = z.infer<typeof TaskToml>;
+
+/** Parses `task.toml`; every problem names the file, and the line or the field. */
+export function parseTaskToml(
+  text: string,
+): { ok: true; toml: TaskToml } | { ok: false; problems: string[] } {
+  let raw: unknown;
+  try {
+    raw = parse(text);
+  } catch (err) {
+    if (err instanceof TomlError) {
+      const first = err.message.split("\n")[0];
+      return { ok: false, problems: [`task.toml: line ${err.line}, column ${err.column}: ${first}`] };
+    }
+    return { ok: false, problems: [`task.toml: ${String(err)}`] };
+  }
+  const result = TaskToml.safeParse(raw);
+  if (result.success) return { ok: true, toml: result.data };
+  return {
+    ok: false,
+    problems: result.error.issues.map(
+      (issue) => `task.toml: ${issue.path.join(".") || "(root)"}: ${issue.message}`,
+    ),
+  };
+}
+
+/** The evaluation labels recorded in `task.toml`, in the contracts' shape. */
+export function labelsOf(toml: TaskToml): EvaluationLabels | null {
+  const evaluation = toml.metadata.repo2env?.evaluation;
+  if (!evaluation) return null;
+  const text = (value: unknown) =>
+    value === undefined ? undefined : typeof value === "string" ? value : JSON.stringify(value);
+  const provenance = text(evaluation.provenance);
+  const evidence = text(evaluation.evidence);
+  return EvaluationLabels.parse({
+    status: evaluation.status,
+    stage: evaluation.stage,
+    reasonCodes: evaluation.reason_codes,
+    ...(provenance === undefined ? {} : { provenance }),
+    ...(evidence === undefined ? {} : { evidence }),
+  });
+}

@@ -1,0 +1,98 @@
+import type { ControlResults, TaskVerdict } from "@bridle/contracts";
+import { runControls } from "./controls.ts";
+import { labelsFromControls } from "./labels.ts";
+import { findTaskDirs, type HarborTask, loadTask } from "./load.ts";
+
+export interface ValidateOptions {
+  /** Task folders checked at once (each runs two sandboxes in turn). */
+  parallel?: number;
+  /** Schema only, when false. */
+  controls?: boolean;
+  baseDir?: string;
+  /** Called as each task's verdict is known, in completion order. */
+  onVerdict?: (verdict: TaskVerdict, task: HarborTask | null) => void | Promise<void>;
+}
+
+/** Runs `work` over `items` with at most `limit` in flight, keeping the input order in the result. */
+export async function mapBounded<T, R>(
+  items: T[],
+  limit: number,
+  work: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  const lane = async () => {
+    while (next < items.length) {
+      const index = next++;
+      results[index] = await work(items[index] as T);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, lane));
+  return results;
+}
+
+/** Validates one task folder: schema, then (optionally) the controls. Never throws for a bad task. */
+export async function validateTask(
+  dir: string,
+  options: Omit<ValidateOptions, "parallel" | "onVerdict"> = {},
+): Promise<{ verdict: TaskVerdict; task: HarborTask | null }> {
+  const loaded = await loadTask(dir);
+  if (!loaded.ok) {
+    return {
+      verdict: {
+        id: loaded.id,
+        dir,
+        ok: false,
+        problems: loaded.problems,
+        imported: false,
+        controls: null,
+        labels: null,
+      },
+      task: null,
+    };
+  }
+  const { task } = loaded;
+  let controls: ControlResults | null = null;
+  if (options.controls !== false) {
+    try {
+      controls = await runControls(task, options.baseDir ? { baseDir: options.baseDir } : {});
+    } catch (err) {
+      const message = `controls could not run: ${(err as Error).message}`;
+      return {
+        verdict: {
+          id: task.id,
+          dir,
+          ok: false,
+          problems: [message],
+          imported: false,
+          controls: null,
+          labels: task.labels,
+        },
+        task,
+      };
+    }
+  }
+  const problems = controls ? controls.runs.filter((r) => !r.passed).map((r) => r.message) : [];
+  return {
+    verdict: {
+      id: task.id,
+      dir,
+      ok: problems.length === 0,
+      problems,
+      imported: false,
+      controls,
+      labels: controls ? labelsFromControls(controls) : task.labels,
+    },
+    task,
+  };
+}
+
+/** Validates a task folder or a folder of them; a malformed task is reported, never fatal. */
+export async function validateFolder(path: string, options: ValidateOptions = {}): Promise<TaskVerdict[]> {
+  const dirs = await findTaskDirs(path);
+  return mapBounded(dirs, options.parallel ?? 2, async (dir) => {
+    const { verdict, task } = await validateTask(dir, options);
+    await options.onVerdict?.(verdict, task);
+    return verdict;
+  });
+}

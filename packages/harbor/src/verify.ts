@@ -1,0 +1,112 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { VerifierOutcome } from "@bridle/contracts";
+import type { Sandbox } from "@bridle/sandbox";
+import { type TreeFile, writeTree } from "./files.ts";
+
+export interface TestRunOptions {
+  tests: TreeFile[];
+  timeoutSec: number;
+  env?: Record<string, string>;
+  memoryMb?: number | undefined;
+  maxPids?: number;
+}
+
+type Reward = { value: number; details?: Record<string, number> } | { error: string };
+
+/** Reads `reward.txt` (one number), else `reward.json` (a flat map: `reward`, or its only number). */
+async function readReward(logs: string): Promise<Reward | null> {
+  const text = await readFile(join(logs, "reward.txt"), "utf8").catch(() => null);
+  if (text !== null) {
+    const value = Number(text.trim());
+    if (text.trim() === "" || !Number.isFinite(value))
+      return { error: `reward.txt holds ${JSON.stringify(text.trim().slice(0, 40))}, not a number` };
+    return { value };
+  }
+  const json = await readFile(join(logs, "reward.json"), "utf8").catch(() => null);
+  if (json === null) return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch {
+    return { error: "reward.json is not valid JSON" };
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+    return { error: "reward.json is not an object" };
+  const entries = Object.entries(parsed);
+  if (!entries.every(([, v]) => typeof v === "number" && Number.isFinite(v))) {
+    return { error: "reward.json must map names to numbers" };
+  }
+  const details = Object.fromEntries(entries) as Record<string, number>;
+  const value =
+    "reward" in details ? details.reward : entries.length === 1 ? (entries[0]?.[1] as number) : undefined;
+  if (value === undefined) return { error: "reward.json has several numbers and no `reward` key" };
+  return { value, details };
+}
+
+/**
+ * The verifier phase: copies the tests in (at /tests), runs `bash /tests/test.sh` in the workspace
+ * with a fresh /logs/verifier, and reads the reward. Anything but a reward in [0, 1] is an
+ * environment failure: correctness null, with the reason, never 0.
+ */
+export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promise<VerifierOutcome> {
+  const tests = await sandbox.scratch("tests");
+  const logs = await sandbox.scratch("verifier-logs");
+  await writeTree(tests, options.tests);
+  const run = await sandbox.run(["bash", "/tests/test.sh"], {
+    timeoutMs: options.timeoutSec * 1000,
+    env: options.env ?? {},
+    mounts: [
+      { source: tests, target: "/tests", writable: true },
+      { source: logs, target: "/logs/verifier", writable: true },
+    ],
+    ...(options.memoryMb === undefined ? {} : { memoryMb: options.memoryMb }),
+    ...(options.maxPids === undefined ? {} : { maxPids: options.maxPids }),
+  });
+  const outputTail = `${run.stdout}${run.stderr ? `\n[stderr]\n${run.stderr}` : ""}`.slice(-4_000);
+  const base = { exitCode: run.exitCode, durationMs: run.durationMs, outputTail };
+  if (run.timedOut) {
+    return {
+      ...base,
+      correctness: null,
+      failure: "timeout",
+      message: `tests/test.sh ran past ${options.timeoutSec} s`,
+    };
+  }
+  const reward = await readReward(logs);
+  if (reward && "error" in reward)
+    return { ...base, correctness: null, failure: "bad_reward", message: reward.error };
+  if (reward) {
+    if (reward.value < 0 || reward.value > 1) {
+      return {
+        ...base,
+        correctness: null,
+        failure: "bad_reward",
+        message: `reward ${reward.value} is outside [0, 1]`,
+      };
+    }
+    return {
+      ...base,
+      correctness: reward.value,
+      failure: null,
+      message: `reward ${reward.value}`,
+      ...(reward.details ? { details: reward.details } : {}),
+    };
+  }
+  if (run.oomKilled)
+    return { ...base, correctness: null, failure: "crashed", message: "tests ran out of memory" };
+  if (run.exitCode !== 0) {
+    return {
+      ...base,
+      correctness: null,
+      failure: "crashed",
+      message: `tests/test.sh exited ${run.exitCode ?? run.signal} without writing a reward`,
+    };
+  }
+  return {
+    ...base,
+    correctness: null,
+    failure: "no_reward",
+    message: "tests/test.sh wrote no /logs/verifier/reward.txt or reward.json",
+  };
+}

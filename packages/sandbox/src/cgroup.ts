@@ -1,0 +1,129 @@
+import { existsSync } from "node:fs";
+import { mkdir, readFile, rmdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+
+/** Where cgroup v1 controllers are mounted. */
+const ROOT = "/sys/fs/cgroup";
+const CONTROLLERS = ["pids", "memory", "freezer"] as const;
+type Controller = (typeof CONTROLLERS)[number];
+
+let available: Controller[] | undefined;
+
+/** The cgroup v1 controllers this process may manage (probed once by creating a test group). */
+export async function cgroupControllers(): Promise<Controller[]> {
+  if (available) return available;
+  const found: Controller[] = [];
+  for (const controller of CONTROLLERS) {
+    const probe = join(ROOT, controller, "bridle", `probe-${process.pid}`);
+    try {
+      await mkdir(probe, { recursive: true });
+      await rmdir(probe);
+      found.push(controller);
+    } catch {
+      // Not mounted, read-only or cgroup v2: the sandbox falls back to namespaces and rlimits.
+    }
+  }
+  available = found;
+  return found;
+}
+
+export interface CgroupLimits {
+  memoryMb?: number | undefined;
+  maxPids?: number | undefined;
+}
+
+/**
+ * One sandbox run's cgroups: a pids limit (fork bombs), a memory limit (tmpfs pages included) and a
+ * freezer, so that every process can be killed at once, even one that keeps forking.
+ */
+export class Cgroup {
+  private constructor(
+    readonly name: string,
+    private readonly controllers: Controller[],
+  ) {}
+
+  static async create(name: string, limits: CgroupLimits): Promise<Cgroup> {
+    const controllers = await cgroupControllers();
+    const group = new Cgroup(name, controllers);
+    for (const controller of controllers) await mkdir(group.dir(controller), { recursive: true });
+    if (limits.maxPids !== undefined && controllers.includes("pids")) {
+      await writeFile(join(group.dir("pids"), "pids.max"), String(limits.maxPids));
+    }
+    if (limits.memoryMb !== undefined && controllers.includes("memory")) {
+      const bytes = String(limits.memoryMb * 1024 * 1024);
+      await writeFile(join(group.dir("memory"), "memory.limit_in_bytes"), bytes);
+      // Without a swap limit a process could page its way past the memory limit.
+      const memsw = join(group.dir("memory"), "memory.memsw.limit_in_bytes");
+      if (existsSync(memsw)) await writeFile(memsw, bytes).catch(() => undefined);
+    }
+    return group;
+  }
+
+  private dir(controller: Controller): string {
+    return join(ROOT, controller, "bridle", this.name);
+  }
+
+  /** Files a process writes its pid into to join every controller (before it forks). */
+  procsFiles(): string[] {
+    return this.controllers.map((c) => join(this.dir(c), "cgroup.procs"));
+  }
+
+  /** Whether the kernel's OOM killer fired inside this group. */
+  async oomKilled(): Promise<boolean> {
+    if (!this.controllers.includes("memory")) return false;
+    const text = await readFile(join(this.dir("memory"), "memory.oom_control"), "utf8").catch(() => "");
+    const kills = /oom_kill (\d+)/.exec(text);
+    if (kills) return Number(kills[1]) > 0;
+    const failcnt = await readFile(join(this.dir("memory"), "memory.failcnt"), "utf8").catch(() => "0");
+    return Number(failcnt.trim()) > 0;
+  }
+
+  /** The pids still in the group. */
+  async pids(): Promise<number[]> {
+    const controller = this.controllers.find((c) => c === "pids" || c === "freezer") ?? this.controllers[0];
+    if (!controller) return [];
+    const text = await readFile(join(this.dir(controller), "cgroup.procs"), "utf8").catch(() => "");
+    return text
+      .split("\n")
+      .filter(Boolean)
+      .map(Number)
+      .filter((pid) => pid !== process.pid);
+  }
+
+  /** Freezes the group, SIGKILLs every member, thaws it so the kills land, until it is empty. */
+  async killAll(deadlineMs = 5_000): Promise<number[]> {
+    const freezer = this.controllers.includes("freezer") ? join(this.dir("freezer"), "freezer.state") : null;
+    const end = Date.now() + deadlineMs;
+    let left = await this.pids();
+    while (left.length > 0 && Date.now() < end) {
+      if (freezer) await writeFile(freezer, "FROZEN").catch(() => undefined);
+      for (const pid of left) {
+        try {
+          process.kill(pid, "SIGKILL");
+        } catch {
+          // Already gone.
+        }
+      }
+      if (freezer) await writeFile(freezer, "THAWED").catch(() => undefined);
+      await sleep(5);
+      left = await this.pids();
+    }
+    return left;
+  }
+
+  /** Removes the group's directories (they must be empty of processes). */
+  async dispose(): Promise<void> {
+    for (const controller of this.controllers) {
+      for (let attempt = 0; attempt < 50; attempt++) {
+        try {
+          await rmdir(this.dir(controller));
+          break;
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === "ENOENT") break;
+          await sleep(10); // a killed process can linger for a moment as a zombie
+        }
+      }
+    }
+  }
+}

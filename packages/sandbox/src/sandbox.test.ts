@@ -1,0 +1,116 @@
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { missingTools, Sandbox } from "./index.ts";
+
+let host: string;
+beforeAll(async () => {
+  host = await mkdtemp(join(tmpdir(), "bridle-sandbox-"));
+});
+afterAll(async () => rm(host, { recursive: true, force: true }));
+
+describe("Sandbox", () => {
+  it("runs a command in a fresh copy of the environment, keeping modes", async () => {
+    const env = join(host, "env");
+    const s0 = await Sandbox.create();
+    await s0.dispose();
+    const { mkdir } = await import("node:fs/promises");
+    await mkdir(env);
+    await writeFile(join(env, "run.sh"), "#!/bin/sh\necho ran $1\n", { mode: 0o755 });
+    const a = await Sandbox.create({ environmentDir: env, baseDir: host });
+    const b = await Sandbox.create({ environmentDir: env, baseDir: host });
+    try {
+      const r = await a.run(["./run.sh", "one"], { timeoutMs: 10_000 });
+      expect(r).toMatchObject({ exitCode: 0, stdout: "ran one\n", timedOut: false });
+      await a.run(["bash", "-c", "echo changed > run.sh"], { timeoutMs: 10_000 });
+      // Each sandbox has its own copy; the source is untouched.
+      expect(await readFile(join(b.workspace, "run.sh"), "utf8")).toContain("echo ran");
+      expect(await readFile(join(env, "run.sh"), "utf8")).toContain("echo ran");
+    } finally {
+      await a.dispose();
+      await b.dispose();
+    }
+    await expect(stat(a.root)).rejects.toThrow(/ENOENT/);
+  });
+
+  it("passes only the variables it is given; nothing leaks from the host", async () => {
+    process.env.BRIDLE_SANDBOX_LEAK = "leaked";
+    const s = await Sandbox.create({ baseDir: host });
+    try {
+      const r = await s.run(["bash", "-c", 'echo "[$BRIDLE_SANDBOX_LEAK][$MINE][$HOME][$PWD]"'], {
+        timeoutMs: 10_000,
+        env: { MINE: "mine" },
+      });
+      expect(r.stdout).toBe("[][mine][/tmp][/app]\n");
+    } finally {
+      delete process.env.BRIDLE_SANDBOX_LEAK;
+      await s.dispose();
+    }
+  });
+
+  it("reports exit codes, stderr, stdin and a missing command", async () => {
+    const s = await Sandbox.create({ baseDir: host });
+    try {
+      const r = await s.run(["bash", "-c", "read x; echo got $x; echo oops >&2; exit 3"], {
+        timeoutMs: 10_000,
+        stdin: "input\n",
+      });
+      expect(r).toMatchObject({ exitCode: 3, stdout: "got input\n", stderr: "oops\n" });
+      const missing = await s.run(["no-such-command-here"], { timeoutMs: 10_000 });
+      expect(missing.exitCode).not.toBe(0);
+      expect(missing.stderr).toMatch(/no-such-command-here/);
+    } finally {
+      await s.dispose();
+    }
+  });
+
+  it("kills a run past its timeout and says so", async () => {
+    const s = await Sandbox.create({ baseDir: host });
+    try {
+      const r = await s.run(["sleep", "30"], { timeoutMs: 300 });
+      expect(r.timedOut).toBe(true);
+      expect(r.durationMs).toBeLessThan(10_000);
+    } finally {
+      await s.dispose();
+    }
+  });
+
+  it("enforces the memory limit", async () => {
+    const s = await Sandbox.create({ baseDir: host });
+    try {
+      const r = await s.run(["python3", "-c", "b = bytearray(400 * 1024 * 1024); print('allocated')"], {
+        timeoutMs: 20_000,
+        memoryMb: 64,
+      });
+      expect(r.stdout).not.toContain("allocated");
+      expect(r.exitCode).not.toBe(0);
+      const ok = await s.run(["python3", "-c", "b = bytearray(8 * 1024 * 1024); print('allocated')"], {
+        timeoutMs: 20_000,
+        memoryMb: 64,
+      });
+      expect(ok.stdout).toBe("allocated\n");
+    } finally {
+      await s.dispose();
+    }
+  });
+
+  it("keeps only the tail of a flood of output", async () => {
+    const s = await Sandbox.create({ baseDir: host });
+    try {
+      const r = await s.run(["bash", "-c", "yes line | head -c 1000000; echo END"], {
+        timeoutMs: 10_000,
+        maxOutputBytes: 1_000,
+      });
+      expect(r.stdout.length).toBeLessThanOrEqual(1_000);
+      expect(r.stdout.endsWith("END\n")).toBe(true);
+    } finally {
+      await s.dispose();
+    }
+  });
+
+  it("names the host tools a task needs that the sandbox lacks", () => {
+    expect(missingTools(["bash", "python3", "node", "git"])).toEqual([]);
+    expect(missingTools(["bash", "no-such-tool-xyz"])).toEqual(["no-such-tool-xyz"]);
+  });
+});

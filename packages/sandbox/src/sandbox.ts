@@ -1,0 +1,218 @@
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chmod, cp, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Cgroup } from "./cgroup.ts";
+import { SANDBOX_PATH, systemMountArgs } from "./host.ts";
+import { TailBuffer } from "./output.ts";
+
+/** Where the workspace appears inside the sandbox (Harbor tasks conventionally work in /app). */
+export const WORKSPACE = "/app";
+/** Where the guard's socket and the relay script appear inside the sandbox. */
+export const GUARD_SOCKET = "/run/bridle/guard.sock";
+const RELAY_SCRIPT = "/run/bridle/relay.mjs";
+const relayOnHost = join(dirname(fileURLToPath(import.meta.url)), "relay.mjs");
+
+/** A host folder shown inside the sandbox. */
+export interface Mount {
+  source: string;
+  target: string;
+  writable?: boolean;
+}
+
+/** The one network path out of a sandbox: a TCP port on its loopback, relayed to the guard's socket. */
+export interface GuardPath {
+  /** The guard's Unix socket on the host. */
+  socketPath: string;
+  /** Port on the sandbox's own 127.0.0.1; the command sees `BRIDLE_GUARD_URL=http://127.0.0.1:<port>`. */
+  port: number;
+}
+
+export interface RunOptions {
+  timeoutMs: number;
+  /** Memory for the whole run (every process and /tmp), in MiB. */
+  memoryMb?: number;
+  /** Processes and threads at once, for the whole run. */
+  maxPids?: number;
+  env?: Record<string, string>;
+  mounts?: Mount[];
+  guard?: GuardPath;
+  /** Bytes of stdout and of stderr kept (the tail). */
+  maxOutputBytes?: number;
+  stdin?: string;
+}
+
+export interface RunResult {
+  exitCode: number | null;
+  signal: string | null;
+  timedOut: boolean;
+  oomKilled: boolean;
+  stdout: string;
+  stderr: string;
+  durationMs: number;
+}
+
+export const defaultLimits = { memoryMb: 2048, maxPids: 256, maxOutputBytes: 64 * 1024 };
+
+/**
+ * A fresh workspace and the means to run commands on it under bubblewrap: the host system
+ * read-only, only the workspace (and a private /tmp) writable, no network but the guard path,
+ * memory and process limits, and every process killed when a run ends, timeouts included.
+ */
+export class Sandbox {
+  private constructor(
+    readonly id: string,
+    /** The sandbox's private folder on the host. */
+    readonly root: string,
+    /** The workspace on the host; `/app` inside. */
+    readonly workspace: string,
+  ) {}
+
+  /** A new sandbox whose workspace is a copy of `environmentDir` (or empty). */
+  static async create(options: { environmentDir?: string; baseDir?: string } = {}): Promise<Sandbox> {
+    const base = options.baseDir ?? tmpdir();
+    await mkdir(base, { recursive: true });
+    const root = await mkdtemp(join(base, "bridle-sbx-"));
+    const workspace = join(root, "workspace");
+    if (options.environmentDir) {
+      await cp(resolve(options.environmentDir), workspace, { recursive: true, verbatimSymlinks: true });
+    } else {
+      await mkdir(workspace);
+    }
+    await chmod(workspace, 0o755);
+    return new Sandbox(`${process.pid}-${randomBytes(6).toString("hex")}`, root, workspace);
+  }
+
+  /** A private folder under the sandbox's root (tests, logs), created fresh. */
+  async scratch(name: string): Promise<string> {
+    const dir = join(this.root, name);
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { recursive: true });
+    return dir;
+  }
+
+  /** Runs `argv` inside the sandbox and returns once every process of the run is gone. */
+  async run(argv: string[], options: RunOptions): Promise<RunResult> {
+    if (argv.length === 0) throw new Error("sandbox run: empty command");
+    const started = performance.now();
+    const cgroup = await Cgroup.create(`${this.id}-${randomBytes(4).toString("hex")}`, {
+      memoryMb: options.memoryMb ?? defaultLimits.memoryMb,
+      maxPids: options.maxPids ?? defaultLimits.maxPids,
+    });
+    try {
+      const inner = options.guard
+        ? ["/usr/bin/node", RELAY_SCRIPT, String(options.guard.port), GUARD_SOCKET, "--", ...argv]
+        : argv;
+      // A tiny shell joins the cgroups before exec'ing bwrap, so nothing inside escapes the limits.
+      const join = cgroup
+        .procsFiles()
+        .map((file) => `echo $$ > '${file}'`)
+        .join(" && ");
+      const script = `${join ? `${join} && ` : ""}exec "$@"`;
+      const child = spawn(
+        "/bin/sh",
+        ["-c", script, "sh", "bwrap", ...this.bwrapArgs(options), "--", ...inner],
+        {
+          detached: true,
+          stdio: [options.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
+          env: {},
+        },
+      );
+      const limit = options.maxOutputBytes ?? defaultLimits.maxOutputBytes;
+      const stdout = new TailBuffer(limit);
+      const stderr = new TailBuffer(limit);
+      child.stdout?.on("data", (chunk: Buffer) => stdout.push(chunk));
+      child.stderr?.on("data", (chunk: Buffer) => stderr.push(chunk));
+      if (options.stdin !== undefined) child.stdin?.end(options.stdin);
+
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        killGroup(child.pid);
+      }, options.timeoutMs);
+      const exit = await new Promise<{ code: number | null; signal: string | null }>((done, fail) => {
+        child.on("error", fail);
+        child.on("close", (code, signal) => done({ code, signal }));
+      }).finally(() => clearTimeout(timer));
+      await cgroup.killAll();
+      return {
+        exitCode: exit.code,
+        signal: exit.signal,
+        timedOut,
+        oomKilled: await cgroup.oomKilled(),
+        stdout: stdout.toString(),
+        stderr: stderr.toString(),
+        durationMs: performance.now() - started,
+      };
+    } finally {
+      await cgroup.killAll();
+      await cgroup.dispose();
+    }
+  }
+
+  /** Writes a file into the workspace (relative path), creating folders. */
+  async writeWorkspaceFile(path: string, content: string | Buffer, mode = 0o644): Promise<void> {
+    const target = resolve(this.workspace, path);
+    if (!target.startsWith(`${this.workspace}/`)) throw new Error(`path escapes the workspace: ${path}`);
+    await mkdir(dirname(target), { recursive: true });
+    await writeFile(target, content, { mode });
+  }
+
+  /** Deletes the sandbox's folders. Runs have already killed their processes. */
+  async dispose(): Promise<void> {
+    await rm(this.root, { recursive: true, force: true, maxRetries: 3 });
+  }
+
+  private bwrapArgs(options: RunOptions): string[] {
+    const env: Record<string, string> = {
+      PATH: SANDBOX_PATH,
+      HOME: "/tmp",
+      LANG: "C.UTF-8",
+      TERM: "dumb",
+      TMPDIR: "/tmp",
+      ...(options.guard ? { BRIDLE_GUARD_URL: `http://127.0.0.1:${options.guard.port}` } : {}),
+      ...options.env,
+    };
+    const args = [
+      "--die-with-parent",
+      "--new-session",
+      "--unshare-all",
+      "--cap-drop",
+      "ALL",
+      "--clearenv",
+      "--hostname",
+      "sandbox",
+      ...systemMountArgs(),
+      "--proc",
+      "/proc",
+      "--dev",
+      "/dev",
+      "--tmpfs",
+      "/tmp",
+      "--bind",
+      this.workspace,
+      WORKSPACE,
+    ];
+    for (const mount of options.mounts ?? []) {
+      args.push(mount.writable ? "--bind" : "--ro-bind", mount.source, mount.target);
+    }
+    if (options.guard) {
+      args.push("--ro-bind", relayOnHost, RELAY_SCRIPT, "--bind", options.guard.socketPath, GUARD_SOCKET);
+    }
+    // The root itself (a tmpfs holding the mount points) becomes read-only; the binds keep theirs.
+    args.push("--remount-ro", "/", "--chdir", WORKSPACE);
+    for (const [key, value] of Object.entries(env)) args.push("--setenv", key, value);
+    return args;
+  }
+}
+
+function killGroup(pid: number | undefined): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {
+    // Already gone.
+  }
+}

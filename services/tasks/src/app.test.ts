@@ -1,0 +1,169 @@
+import { cp, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { AgentTask, ImportResult, SampleResult, TaskSummary, VerifierBundle } from "@bridle/contracts";
+import { createLogger } from "@bridle/service-kit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTasksApp } from "./app.ts";
+import { TaskStore } from "./store.ts";
+
+const suite = resolve(dirname(fileURLToPath(import.meta.url)), "../../../tasks");
+const picked = [
+  "build-roman-numerals",
+  "build-matrix-ops",
+  "repair-median",
+  "repair-slugify-visible-test",
+  "extend-calculator-ops",
+  "extend-todo-done",
+  "qa-log-error-count",
+  "qa-config-port",
+];
+let dir: string;
+let store: TaskStore;
+let app: ReturnType<typeof createTasksApp>;
+let imported: ImportResult;
+
+const log = createLogger("tasks-test", "silent");
+const makeApp = (s: TaskStore) => createTasksApp({ log, store: s, heldOutRatio: 0.25, controlParallel: 2 });
+const post = (path: string, body: unknown) =>
+  app.request(path, {
+    method: "POST",
+    body: JSON.stringify(body),
+    headers: { "content-type": "application/json" },
+  });
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "bridle-tasks-"));
+  for (const id of picked) await cp(join(suite, id), join(dir, "import", id), { recursive: true });
+  await cp(join(suite, "repair-median"), join(dir, "import", "broken-solution"), { recursive: true });
+  await writeFile(join(dir, "import", "broken-solution", "solution", "solve.sh"), "true\n");
+  await cp(join(suite, "qa-config-port"), join(dir, "import", "malformed"), { recursive: true });
+  await writeFile(join(dir, "import", "malformed", "task.toml"), "[metadata]\ncategory = 3\n");
+  store = new TaskStore(join(dir, "data"));
+  app = makeApp(store);
+  const response = await post("/v1/tasks/import", { path: join(dir, "import") });
+  expect(response.status).toBe(200);
+  imported = (await response.json()) as ImportResult;
+}, 240_000);
+afterAll(async () => {
+  store.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe("the tasks service", () => {
+  it("imports good tasks, records failed controls, and skips a malformed task with its reason", () => {
+    const byId = Object.fromEntries(imported.verdicts.map((v) => [v.id, v]));
+    expect(imported.verdicts).toHaveLength(10);
+    for (const id of picked) expect(byId[id]).toMatchObject({ ok: true, imported: true });
+    expect(byId["broken-solution"]).toMatchObject({ ok: false, imported: true });
+    expect(byId["broken-solution"]?.problems[0]).toMatch(/^oracle scored 0, expected 1/);
+    expect(byId.malformed).toMatchObject({ ok: false, imported: false });
+    expect(byId.malformed?.problems).toEqual([
+      'task.toml: metadata.category: Invalid option: expected one of "build"|"repair"|"extend"|"qa"',
+    ]);
+  });
+
+  it("lists and filters tasks", async () => {
+    const all = (await (await app.request("/v1/tasks")).json()) as { tasks: TaskSummary[] };
+    expect(all.tasks.map((t) => t.id)).toEqual([...picked, "broken-solution"].sort());
+    const repairs = (await (await app.request("/v1/tasks?category=repair")).json()) as {
+      tasks: TaskSummary[];
+    };
+    expect(repairs.tasks.map((t) => t.id)).toEqual([
+      "broken-solution",
+      "repair-median",
+      "repair-slugify-visible-test",
+    ]);
+    const failed = (await (await app.request("/v1/tasks?controls=failed")).json()) as {
+      tasks: TaskSummary[];
+    };
+    expect(failed.tasks.map((t) => t.id)).toEqual(["broken-solution"]);
+    const bad = await app.request("/v1/tasks?category=poetry");
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { issues: { path: string }[] } }).error.issues[0]?.path).toBe(
+      "query.category",
+    );
+  });
+
+  it("gives the agent the instruction and environment, never the tests or the solution", async () => {
+    const view = (await (
+      await app.request("/v1/tasks/repair-slugify-visible-test/agent")
+    ).json()) as AgentTask;
+    expect(view.instruction).toMatch(/slug/);
+    expect(view.environment.map((f) => f.path).sort()).toEqual(["slug.py", "test_slug.py"]);
+    const text = JSON.stringify(view);
+    expect(text).not.toContain("check.py");
+    expect(text).not.toContain("unicodedata"); // only the reference solution uses it
+    const bundle = (await (
+      await app.request("/v1/tasks/repair-slugify-visible-test/verifier-bundle")
+    ).json()) as VerifierBundle;
+    expect(bundle.tests.map((f) => f.path).sort()).toEqual(["check.py", "test.sh"]);
+    expect(bundle.verifierTimeoutSec).toBe(60);
+  });
+
+  it("answers 404 for an unknown task and 400 for a bad id or path", async () => {
+    expect((await app.request("/v1/tasks/no-such-task")).status).toBe(404);
+    expect((await app.request("/v1/tasks/Bad%20Id/agent")).status).toBe(400);
+    const response = await post("/v1/tasks/import", { path: join(dir, "nowhere") });
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { error: { message: string } }).error.message).toMatch(/not a folder/);
+  });
+
+  it("samples seeded, stratified batches of trusted training tasks only", async () => {
+    const train = store.list({ split: "train", controls: "passed" }).map((t) => t.id);
+    const first = (await (await post("/v1/samples", { size: 3, seed: 11 })).json()) as SampleResult;
+    const again = (await (await post("/v1/samples", { size: 3, seed: 11 })).json()) as SampleResult;
+    expect(first).toEqual(again);
+    expect(first.epochSize).toBe(train.length);
+    const rest = (await (
+      await post("/v1/samples", { size: train.length - 3, seed: 11, cursor: first.nextCursor })
+    ).json()) as SampleResult;
+    const epoch = [...first.tasks, ...rest.tasks].map((t) => t.id);
+    expect(epoch.sort()).toEqual([...train].sort());
+    expect(epoch).not.toContain("broken-solution");
+    const heldOut = store.list({ split: "held-out" }).map((t) => t.id);
+    expect(epoch.some((id) => heldOut.includes(id))).toBe(false);
+  });
+
+  it("says why when no task is eligible", async () => {
+    const empty = new TaskStore(join(dir, "empty"));
+    try {
+      const response = await makeApp(empty).request("/v1/samples", {
+        method: "POST",
+        body: JSON.stringify({ size: 2, seed: 1, categories: ["extend"] }),
+        headers: { "content-type": "application/json" },
+      });
+      expect(response.status).toBe(422);
+      expect(await response.json()).toMatchObject({
+        error: { code: "no_eligible_tasks", message: "no train task in extend has passed its controls" },
+      });
+    } finally {
+      empty.close();
+    }
+    const bad = await post("/v1/samples", { size: 0, seed: 1 });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { issues: { path: string }[] } }).error.issues[0]?.path).toBe(
+      "body.size",
+    );
+  });
+
+  it("keeps the registry across a restart", async () => {
+    const reopened = new TaskStore(join(dir, "data"));
+    try {
+      const again = makeApp(reopened);
+      const body = (await (await again.request("/v1/tasks")).json()) as { tasks: TaskSummary[] };
+      expect(body.tasks).toHaveLength(9);
+      expect(body.tasks.find((t) => t.id === "repair-median")?.controls?.passed).toBe(true);
+    } finally {
+      reopened.close();
+    }
+  });
+
+  it("serves its OpenAPI document", async () => {
+    const doc = (await (await app.request("/openapi.json")).json()) as { paths: Record<string, unknown> };
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(["/v1/tasks", "/v1/tasks/{id}/agent", "/v1/tasks/import", "/v1/samples"]),
+    );
+  });
+});

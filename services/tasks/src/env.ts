@@ -1,0 +1,17 @@
+import { BaseEnv, loadEnv } from "@bridle/service-kit";
+import { z } from "zod";
+
+export const TasksEnv = BaseEnv.extend({
+  PORT: z.coerce.number().int().min(1).max(65_535).default(8702),
+  TASKS_DATA: z.string().min(1).describe("Folder of the registry's SQLite file"),
+  TASKS_HELDOUT_RATIO: z.coerce.number().min(0).max(1).default(0.2),
+  TASKS_CONTROL_PARALLEL: z.coerce.number().int().min(1).max(16).default(2),
+  TASKS_SANDBOX_DIR: z
+    .string()
+    .optional()
+    .describe("Where control sandboxes are made; the temp folder if unset"),
+});
+export type TasksEnv = z.infer<typeof TasksEnv>;
+
+export const loadTasksEnv = (source?: Record<string, string | undefined>) =>
+  loadEnv("tasks", TasksEnv, source);

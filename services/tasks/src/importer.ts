@@ -1,0 +1,40 @@
+import type { TaskVerdict } from "@bridle/contracts";
+import { splitFor, validateFolder } from "@bridle/harbor";
+import type { Logger } from "@bridle/service-kit";
+import type { TaskStore } from "./store.ts";
+
+export interface ImportOptions {
+  store: TaskStore;
+  log: Logger;
+  heldOutRatio: number;
+  parallel: number;
+  runControls: boolean;
+  sandboxDir?: string | undefined;
+}
+
+/**
+ * Imports a task folder or a folder of them. Malformed tasks are reported and skipped; tasks that
+ * fail a control are imported with the failure recorded, so sampling can leave them out.
+ */
+export async function importTasks(path: string, options: ImportOptions): Promise<TaskVerdict[]> {
+  return validateFolder(path, {
+    parallel: options.parallel,
+    controls: options.runControls,
+    ...(options.sandboxDir ? { baseDir: options.sandboxDir } : {}),
+    onVerdict: (verdict, task) => {
+      if (!task) {
+        options.log.warn({ task: verdict.id, problems: verdict.problems }, "task skipped");
+        return;
+      }
+      const split = splitFor(task.id, options.heldOutRatio, task.splitOverride);
+      options.store.upsert(
+        task,
+        { split, source: task.splitOverride ? "metadata" : "hash" },
+        verdict.controls,
+      );
+      verdict.imported = true;
+      verdict.labels = task.labels;
+      options.log.info({ task: task.id, hash: task.hash, split, ok: verdict.ok }, "task imported");
+    },
+  });
+}

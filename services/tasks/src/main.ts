@@ -1,0 +1,17 @@
+import { createLogger, orExit, serveApp } from "@bridle/service-kit";
+import { createTasksApp } from "./app.ts";
+import { loadTasksEnv } from "./env.ts";
+import { TaskStore } from "./store.ts";
+
+const env = orExit(loadTasksEnv);
+const log = createLogger("tasks", env.LOG_LEVEL);
+const store = new TaskStore(env.TASKS_DATA);
+const app = createTasksApp({
+  log,
+  store,
+  heldOutRatio: env.TASKS_HELDOUT_RATIO,
+  controlParallel: env.TASKS_CONTROL_PARALLEL,
+  sandboxDir: env.TASKS_SANDBOX_DIR,
+  bodyLimitBytes: env.BODY_LIMIT_BYTES,
+});
+serveApp(app, { host: env.HOST, port: env.PORT, log, onShutdown: () => store.close() });

@@ -1,0 +1,158 @@
+import {
+  AgentTask,
+  ErrorBody,
+  ImportRequest,
+  ImportResult,
+  SampleRequest,
+  SampleResult,
+  TaskId,
+  TaskListQuery,
+  TaskSummary,
+  VerifierBundle,
+} from "@bridle/contracts";
+import { createRouter, httpError, type Logger } from "@bridle/service-kit";
+import { createRoute, z } from "@hono/zod-openapi";
+import { importTasks } from "../importer.ts";
+import { sampleBatch } from "../sampler.ts";
+import type { TaskStore } from "../store.ts";
+
+export interface TaskRouteDeps {
+  store: TaskStore;
+  log: Logger;
+  heldOutRatio: number;
+  controlParallel: number;
+  sandboxDir?: string | undefined;
+}
+
+const jsonError = (description: string) => ({
+  description,
+  content: { "application/json": { schema: ErrorBody } },
+});
+const json = <T extends z.ZodType>(description: string, schema: T) => ({
+  description,
+  content: { "application/json": { schema } },
+});
+const IdParam = z.object({ id: TaskId });
+const notFound = (id: string) => httpError(404, "task_not_found", `no task '${id}' in the registry`);
+
+/** The task registry: list, read, import, sample. */
+export function taskRoutes(deps: TaskRouteDeps) {
+  const { store } = deps;
+  return createRouter()
+    .openapi(
+      createRoute({
+        method: "get",
+        path: "/tasks",
+        summary: "List tasks, filtered by category, split, controls or label status",
+        request: { query: TaskListQuery },
+        responses: {
+          200: json("Tasks", z.object({ tasks: z.array(TaskSummary) })),
+          400: jsonError("Bad filter"),
+        },
+      }),
+      (c) => c.json({ tasks: store.list(c.req.valid("query")) }, 200),
+    )
+    .openapi(
+      createRoute({
+        method: "get",
+        path: "/tasks/{id}",
+        summary: "One task's registry entry",
+        request: { params: IdParam },
+        responses: { 200: json("Task", TaskSummary), 404: jsonError("No such task") },
+      }),
+      (c) => {
+        const { id } = c.req.valid("param");
+        const task = store.get(id);
+        if (!task) throw notFound(id);
+        return c.json(task, 200);
+      },
+    )
+    .openapi(
+      createRoute({
+        method: "get",
+        path: "/tasks/{id}/agent",
+        summary: "What the agent phase gets: instruction and workspace files (never tests or solution)",
+        request: { params: IdParam },
+        responses: { 200: json("Agent view", AgentTask), 404: jsonError("No such task") },
+      }),
+      (c) => {
+        const { id } = c.req.valid("param");
+        const task = store.agentTask(id);
+        if (!task) throw notFound(id);
+        return c.json(task, 200);
+      },
+    )
+    .openapi(
+      createRoute({
+        method: "get",
+        path: "/tasks/{id}/verifier-bundle",
+        summary: "For the verifier only: the tests and their timeout",
+        request: { params: IdParam },
+        responses: { 200: json("Verifier bundle", VerifierBundle), 404: jsonError("No such task") },
+      }),
+      (c) => {
+        const { id } = c.req.valid("param");
+        const bundle = store.verifierBundle(id);
+        if (!bundle) throw notFound(id);
+        return c.json(bundle, 200);
+      },
+    )
+    .openapi(
+      createRoute({
+        method: "post",
+        path: "/tasks/import",
+        summary: "Import Harbor task folders from a path on this host, running the controls",
+        request: { body: { content: { "application/json": { schema: ImportRequest } }, required: true } },
+        responses: { 200: json("One verdict per folder", ImportResult), 400: jsonError("Bad path") },
+      }),
+      async (c) => {
+        const body = c.req.valid("json");
+        let verdicts: ImportResult["verdicts"];
+        try {
+          verdicts = await importTasks(body.path, {
+            store,
+            log: c.get("log"),
+            heldOutRatio: deps.heldOutRatio,
+            parallel: deps.controlParallel,
+            runControls: body.runControls,
+            sandboxDir: deps.sandboxDir,
+          });
+        } catch (err) {
+          throw httpError(400, "invalid_path", (err as Error).message, {
+            issues: [{ path: "body.path", message: (err as Error).message }],
+          });
+        }
+        return c.json({ verdicts }, 200);
+      },
+    )
+    .openapi(
+      createRoute({
+        method: "post",
+        path: "/samples",
+        summary: "A batch stratified by category, seeded, without replacement within an epoch",
+        description:
+          "Only tasks of the requested split whose controls passed on their current content are eligible. Pass `nextCursor` back for the next batch.",
+        request: { body: { content: { "application/json": { schema: SampleRequest } }, required: true } },
+        responses: {
+          200: json("Batch", SampleResult),
+          400: jsonError("Invalid request"),
+          422: jsonError("No eligible task"),
+        },
+      }),
+      (c) => {
+        const body = c.req.valid("json");
+        const eligible = store
+          .list({ split: body.split, controls: "passed" })
+          .filter((t) => t.controls?.hash === t.hash)
+          .filter((t) => !body.categories || body.categories.includes(t.category));
+        if (eligible.length === 0) {
+          throw httpError(
+            422,
+            "no_eligible_tasks",
+            `no ${body.split} task${body.categories ? ` in ${body.categories.join(", ")}` : ""} has passed its controls`,
+          );
+        }
+        return c.json(sampleBatch(eligible, body.size, body.seed, body.cursor), 200);
+      },
+    );
+}

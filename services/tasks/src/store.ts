@@ -1,0 +1,190 @@
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import type {
+  AgentTask,
+  ControlResults,
+  EvaluationLabels,
+  TaskCategory,
+  TaskFile,
+  TaskListQuery,
+  TaskSplit,
+  TaskSummary,
+  VerifierBundle,
+} from "@bridle/contracts";
+import type { HarborTask, TreeFile } from "@bridle/harbor";
+import Database from "better-sqlite3";
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS tasks (
+  id TEXT PRIMARY KEY,
+  hash TEXT NOT NULL,
+  category TEXT NOT NULL,
+  split TEXT NOT NULL,
+  split_source TEXT NOT NULL,
+  labels TEXT,
+  controls TEXT,
+  instruction TEXT NOT NULL,
+  agent_timeout_sec REAL NOT NULL,
+  verifier_timeout_sec REAL NOT NULL,
+  verifier_env TEXT NOT NULL,
+  requires TEXT NOT NULL,
+  imported_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS task_files (
+  task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+  part TEXT NOT NULL CHECK (part IN ('environment', 'tests', 'solution')),
+  path TEXT NOT NULL,
+  mode INTEGER NOT NULL,
+  content BLOB NOT NULL,
+  PRIMARY KEY (task_id, part, path)
+);`;
+
+interface Row {
+  id: string;
+  hash: string;
+  category: TaskCategory;
+  split: TaskSplit;
+  split_source: "hash" | "metadata";
+  labels: string | null;
+  controls: string | null;
+  instruction: string;
+  agent_timeout_sec: number;
+  verifier_timeout_sec: number;
+  verifier_env: string;
+  requires: string;
+  imported_at: string;
+}
+
+const toSummary = (row: Row): TaskSummary => ({
+  id: row.id,
+  hash: row.hash,
+  category: row.category,
+  split: row.split,
+  splitSource: row.split_source,
+  labels: row.labels ? (JSON.parse(row.labels) as EvaluationLabels) : null,
+  controls: row.controls ? (JSON.parse(row.controls) as ControlResults) : null,
+  agentTimeoutSec: row.agent_timeout_sec,
+  verifierTimeoutSec: row.verifier_timeout_sec,
+  requires: JSON.parse(row.requires) as string[],
+  importedAt: row.imported_at,
+});
+
+/** The task registry: one SQLite file holding every task's metadata and files, so it survives restarts. */
+export class TaskStore {
+  private readonly db: Database.Database;
+
+  constructor(dataDir: string) {
+    mkdirSync(dataDir, { recursive: true });
+    this.db = new Database(join(dataDir, "tasks.sqlite"));
+    this.db.pragma("journal_mode = WAL");
+    this.db.pragma("foreign_keys = ON");
+    this.db.exec(SCHEMA);
+  }
+
+  /**
+   * Adds or replaces a task. Controls given here are stored; without them, earlier controls are
+   * kept only if they were run on the same content hash.
+   */
+  upsert(
+    task: HarborTask,
+    split: { split: TaskSplit; source: "hash" | "metadata" },
+    controls: ControlResults | null,
+  ): void {
+    const previous = this.get(task.id);
+    const kept = controls ?? (previous?.controls?.hash === task.hash ? previous.controls : null);
+    const write = this.db.transaction(() => {
+      this.db.prepare("DELETE FROM tasks WHERE id = ?").run(task.id);
+      this.db
+        .prepare(
+          `INSERT INTO tasks (id, hash, category, split, split_source, labels, controls, instruction,
+             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at)
+           VALUES (@id, @hash, @category, @split, @split_source, @labels, @controls, @instruction,
+             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at)`,
+        )
+        .run({
+          id: task.id,
+          hash: task.hash,
+          category: task.category,
+          split: split.split,
+          split_source: split.source,
+          labels: task.labels ? JSON.stringify(task.labels) : null,
+          controls: kept ? JSON.stringify(kept) : null,
+          instruction: task.instruction,
+          agent_timeout_sec: task.toml.agent.timeout_sec,
+          verifier_timeout_sec: task.toml.verifier.timeout_sec,
+          verifier_env: JSON.stringify(task.toml.verifier.env),
+          requires: JSON.stringify(task.toml.environment.requires),
+          imported_at: new Date().toISOString(),
+        });
+      const insert = this.db.prepare(
+        "INSERT INTO task_files (task_id, part, path, mode, content) VALUES (?, ?, ?, ?, ?)",
+      );
+      const parts: [string, TreeFile[]][] = [
+        ["environment", task.environment],
+        ["tests", task.tests],
+        ["solution", task.solution],
+      ];
+      for (const [part, files] of parts)
+        for (const f of files) insert.run(task.id, part, f.path, f.mode, f.content);
+    });
+    write();
+  }
+
+  get(id: string): TaskSummary | null {
+    const row = this.db.prepare("SELECT * FROM tasks WHERE id = ?").get(id) as Row | undefined;
+    return row ? toSummary(row) : null;
+  }
+
+  list(query: TaskListQuery = {}): TaskSummary[] {
+    const rows = this.db.prepare("SELECT * FROM tasks ORDER BY id").all() as Row[];
+    return rows.map(toSummary).filter((task) => {
+      if (query.category && task.category !== query.category) return false;
+      if (query.split && task.split !== query.split) return false;
+      if (query.status && task.labels?.status !== query.status) return false;
+      if (query.controls) {
+        const state = task.controls === null ? "unchecked" : task.controls.passed ? "passed" : "failed";
+        if (state !== query.controls) return false;
+      }
+      return true;
+    });
+  }
+
+  private files(id: string, part: "environment" | "tests"): TaskFile[] {
+    const rows = this.db
+      .prepare("SELECT path, mode, content FROM task_files WHERE task_id = ? AND part = ? ORDER BY path")
+      .all(id, part) as { path: string; mode: number; content: Buffer }[];
+    return rows.map((r) => ({ path: r.path, mode: r.mode, base64: r.content.toString("base64") }));
+  }
+
+  /** What an agent may see: instruction and workspace files. Never tests or solution. */
+  agentTask(id: string): AgentTask | null {
+    const row = this.db.prepare("SELECT * FROM tasks WHERE id = ?").get(id) as Row | undefined;
+    if (!row) return null;
+    return {
+      id: row.id,
+      hash: row.hash,
+      category: row.category,
+      instruction: row.instruction,
+      agentTimeoutSec: row.agent_timeout_sec,
+      environment: this.files(id, "environment"),
+    };
+  }
+
+  /** What the verifier needs: the tests and their settings. */
+  verifierBundle(id: string): VerifierBundle | null {
+    const row = this.db.prepare("SELECT * FROM tasks WHERE id = ?").get(id) as Row | undefined;
+    if (!row) return null;
+    return {
+      id: row.id,
+      hash: row.hash,
+      category: row.category,
+      verifierTimeoutSec: row.verifier_timeout_sec,
+      verifierEnv: JSON.parse(row.verifier_env) as Record<string, string>,
+      tests: this.files(id, "tests"),
+    };
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}

@@ -1,0 +1,182 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { cp, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { fileURLToPath } from "node:url";
+import type { VerificationResult } from "@bridle/contracts";
+import { loadTask, sandboxFor, writeTree } from "@bridle/harbor";
+import type { Sandbox } from "@bridle/sandbox";
+import { createLogger } from "@bridle/service-kit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createVerifierApp } from "./app.ts";
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
+const TASKS_PORT = 19402;
+const tasksUrl = `http://127.0.0.1:${TASKS_PORT}`;
+let dir: string;
+let tasks: ChildProcess;
+const sandboxes: Sandbox[] = [];
+const workspaces: Record<string, string> = {};
+
+const app = createVerifierApp({
+  log: createLogger("verifier-test", "silent"),
+  tasksUrl,
+  concurrency: 2,
+  reward: { w: 0.1, budget: 15 },
+  memoryMb: 512,
+});
+const verifyReq = (body: Record<string, unknown>, target = app) =>
+  target.request("/v1/verifications", {
+    method: "POST",
+    body: JSON.stringify(body),
+    headers: { "content-type": "application/json" },
+  });
+const verifyOk = async (body: Record<string, unknown>) => {
+  const response = await verifyReq(body);
+  expect(response.status).toBe(200);
+  return (await response.json()) as VerificationResult;
+};
+
+/** A workspace left by an agent phase: the task's environment, then `script` run in the sandbox. */
+async function workspaceAfter(taskId: string, script: string): Promise<string> {
+  const loaded = await loadTask(join(dir, "import", taskId));
+  if (!loaded.ok) throw new Error(loaded.problems.join("; "));
+  const sandbox = await sandboxFor(loaded.task, dir);
+  sandboxes.push(sandbox);
+  const solution = await sandbox.scratch("solution");
+  await writeTree(solution, loaded.task.solution);
+  const run = await sandbox.run(["bash", "-c", script], {
+    timeoutMs: 30_000,
+    mounts: [{ source: solution, target: "/solution" }],
+  });
+  expect(run.exitCode).toBe(0);
+  return sandbox.workspace;
+}
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), "bridle-verifier-"));
+  for (const id of ["repair-median", "build-roman-numerals"]) {
+    await cp(join(repoRoot, "tasks", id), join(dir, "import", id), { recursive: true });
+  }
+  await cp(join(repoRoot, "tasks", "repair-median"), join(dir, "import", "slow-tests"), { recursive: true });
+  await writeFile(
+    join(dir, "import/slow-tests/task.toml"),
+    '[metadata]\ncategory = "repair"\n[verifier]\ntimeout_sec = 1\n',
+  );
+  await writeFile(join(dir, "import/slow-tests/tests/test.sh"), "sleep 60\n");
+  // The real tasks service, as its own process.
+  tasks = spawn(process.execPath, ["--import", "tsx", join(repoRoot, "services/tasks/src/main.ts")], {
+    env: { ...process.env, PORT: String(TASKS_PORT), TASKS_DATA: join(dir, "data"), LOG_LEVEL: "warn" },
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  for (let i = 0; i < 200; i++) {
+    if (
+      await fetch(`${tasksUrl}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
+    await sleep(100);
+  }
+  const imported = await fetch(`${tasksUrl}/v1/tasks/import`, {
+    method: "POST",
+    body: JSON.stringify({ path: join(dir, "import"), runControls: false }),
+    headers: { "content-type": "application/json" },
+  });
+  expect(imported.status).toBe(200);
+  workspaces.solved = await workspaceAfter("repair-median", "bash /solution/solve.sh");
+  workspaces.untouched = await workspaceAfter("repair-median", "true");
+  workspaces.half = await workspaceAfter(
+    "build-roman-numerals",
+    "bash /solution/solve.sh && sed -i 's/if not 1 <= n <= 3999:/if False:/' roman.py",
+  );
+}, 120_000);
+afterAll(async () => {
+  tasks?.kill("SIGTERM");
+  for (const sandbox of sandboxes) await sandbox.dispose();
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe("the verifier service", () => {
+  it("scores a correct workspace with the efficiency bonus in training, none in evaluation", async () => {
+    const train = await verifyOk({ taskId: "repair-median", workspace: workspaces.solved, calls: 15 });
+    expect(train.outcome).toMatchObject({ correctness: 1, failure: null });
+    expect(train.reward).toBeCloseTo(1.05, 12);
+    const quick = await verifyOk({ taskId: "repair-median", workspace: workspaces.solved, calls: 1 });
+    expect(quick.reward).toBeCloseTo(1.09375, 12);
+    const evaluation = await verifyOk({
+      taskId: "repair-median",
+      workspace: workspaces.solved,
+      calls: 1,
+      mode: "eval",
+    });
+    expect(evaluation.reward).toBe(1);
+  });
+
+  it("scores an untouched workspace 0 and a blocked rollout 0", async () => {
+    const wrong = await verifyOk({ taskId: "repair-median", workspace: workspaces.untouched, calls: 3 });
+    expect(wrong.outcome.correctness).toBe(0);
+    expect(wrong.reward).toBe(0);
+    const blocked = await verifyOk({
+      taskId: "repair-median",
+      workspace: workspaces.solved,
+      calls: 3,
+      blocked: true,
+    });
+    expect(blocked.outcome.correctness).toBe(1);
+    expect(blocked.reward).toBe(0);
+  });
+
+  it("gives partial credit on a build task, without a bonus", async () => {
+    const half = await verifyOk({ taskId: "build-roman-numerals", workspace: workspaces.half, calls: 2 });
+    expect(half.outcome.correctness).toBe(0.8);
+    expect(half.reward).toBe(0.8);
+  });
+
+  it("takes w and B per request", async () => {
+    const r = await verifyOk({
+      taskId: "repair-median",
+      workspace: workspaces.solved,
+      calls: 10,
+      reward: { w: 0.2, budget: 10 },
+    });
+    expect(r.reward).toBeCloseTo(1.1, 12);
+  });
+
+  it("returns null, not 0, when the tests time out", async () => {
+    const r = await verifyOk({ taskId: "slow-tests", workspace: workspaces.solved, calls: 2 });
+    expect(r.outcome).toMatchObject({ correctness: null, failure: "timeout" });
+    expect(r.reward).toBeNull();
+  });
+
+  it("leaves the caller's workspace as it was", async () => {
+    const { readdir } = await import("node:fs/promises");
+    expect((await readdir(workspaces.untouched!)).sort()).toEqual(["stats.py"]);
+  });
+
+  it("rejects an unknown task, a missing workspace and a bad body with named errors", async () => {
+    const unknown = await verifyReq({ taskId: "no-such-task", workspace: workspaces.solved });
+    expect(unknown.status).toBe(404);
+    const missing = await verifyReq({ taskId: "repair-median", workspace: join(dir, "nowhere") });
+    expect(missing.status).toBe(400);
+    expect(await missing.json()).toMatchObject({ error: { code: "invalid_workspace" } });
+    const bad = await verifyReq({ taskId: "repair-median", workspace: workspaces.solved, calls: -1 });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ error: { issues: [{ path: "body.calls" }] } });
+  });
+
+  it("answers 503, retryable, when the tasks service is down", async () => {
+    const orphan = createVerifierApp({
+      log: createLogger("verifier-test", "silent"),
+      tasksUrl: "http://127.0.0.1:19499",
+      concurrency: 1,
+      reward: { w: 0.1, budget: 15 },
+      memoryMb: 512,
+    });
+    const response = await verifyReq({ taskId: "repair-median", workspace: workspaces.solved }, orphan);
+    expect(response.status).toBe(503);
+    expect(await response.json()).toMatchObject({ error: { code: "tasks_unavailable", retryable: true } });
+  });
+});

@@ -1,0 +1,37 @@
+import type { RewardConfig } from "@bridle/contracts";
+import { createApp, type Logger } from "@bridle/service-kit";
+import { Semaphore } from "./limit.ts";
+import { verificationRoutes } from "./routes/verifications.ts";
+
+export interface VerifierDeps {
+  log: Logger;
+  tasksUrl: string;
+  concurrency: number;
+  reward: RewardConfig;
+  memoryMb: number;
+  sandboxDir?: string | undefined;
+  bodyLimitBytes?: number;
+}
+
+/** The verifier service: hidden tests in a sandbox, then the reward. */
+export function createVerifierApp(deps: VerifierDeps) {
+  const app = createApp({
+    name: "verifier",
+    description:
+      "Runs a task's hidden tests in a bubblewrap sandbox over a finished workspace and computes the reward",
+    log: deps.log,
+    ...(deps.bodyLimitBytes ? { bodyLimitBytes: deps.bodyLimitBytes } : {}),
+  });
+  const limiter = new Semaphore(deps.concurrency);
+  app.route(
+    "/v1",
+    verificationRoutes({
+      tasksUrl: deps.tasksUrl,
+      limiter,
+      reward: deps.reward,
+      memoryMb: deps.memoryMb,
+      sandboxDir: deps.sandboxDir,
+    }),
+  );
+  return app;
+}

@@ -1,0 +1,16 @@
+import { BaseEnv, loadEnv } from "@bridle/service-kit";
+import { z } from "zod";
+
+export const VerifierEnv = BaseEnv.extend({
+  PORT: z.coerce.number().int().min(1).max(65_535).default(8705),
+  TASKS_URL: z.string().url().default("http://127.0.0.1:8702"),
+  VERIFIER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2).describe("Sandboxes at once"),
+  VERIFIER_MEMORY_MB: z.coerce.number().int().min(16).default(2048),
+  VERIFIER_SANDBOX_DIR: z.string().optional().describe("Where sandboxes are made; the temp folder if unset"),
+  REWARD_W: z.coerce.number().min(0).default(0.1),
+  REWARD_BUDGET: z.coerce.number().positive().default(15),
+});
+export type VerifierEnv = z.infer<typeof VerifierEnv>;
+
+export const loadVerifierEnv = (source?: Record<string, string | undefined>) =>
+  loadEnv("verifier", VerifierEnv, source);

@@ -1,0 +1,43 @@
+import { ErrorBody, VerificationRequest, VerificationResult } from "@bridle/contracts";
+import { createRouter } from "@bridle/service-kit";
+import { createRoute } from "@hono/zod-openapi";
+import { type VerifyDeps, verify } from "../verify.ts";
+
+const jsonError = (description: string) => ({
+  description,
+  content: { "application/json": { schema: ErrorBody } },
+});
+
+/** Verifications: run a task's hidden tests over a finished workspace and score it. */
+export function verificationRoutes(deps: VerifyDeps) {
+  return createRouter().openapi(
+    createRoute({
+      method: "post",
+      path: "/verifications",
+      summary: "Run the task's tests over a finished workspace and compute the reward",
+      description:
+        "An environment failure (tests timed out, crashed, or wrote no reward) gives `reward: null`: exclude the rollout, never score it 0.",
+      request: { body: { content: { "application/json": { schema: VerificationRequest } }, required: true } },
+      responses: {
+        200: { description: "Verified", content: { "application/json": { schema: VerificationResult } } },
+        400: jsonError("Invalid request or workspace"),
+        404: jsonError("Unknown task"),
+        503: jsonError("Tasks service unavailable (retryable)"),
+      },
+    }),
+    async (c) => {
+      const request = c.req.valid("json");
+      const result = await verify(deps, request);
+      c.get("log").info(
+        {
+          taskId: result.taskId,
+          reward: result.reward,
+          failure: result.outcome.failure,
+          ms: Math.round(result.outcome.durationMs),
+        },
+        "verified",
+      );
+      return c.json(result, 200);
+    },
+  );
+}

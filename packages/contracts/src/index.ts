@@ -7,6 +7,7 @@ export * from "./evaluation.ts";
 export * from "./guard.ts";
 export * from "./probe.ts";
 export * from "./reward.ts";
+export * from "./rollout.ts";
 export * from "./serving.ts";
 export * from "./task-queues.ts";
 export * from "./tasks.ts";

@@ -34,10 +34,20 @@ export const ScriptTurn = z
   .strict();
 export type ScriptTurn = z.infer<typeof ScriptTurn>;
 
-/** A script: the turns, replayed in order and from the start again when they run out. */
+/**
+ * A script: the turns, replayed in order and from the start again when they run out. With
+ * `select: "conversation"` a request instead gets the turn numbered by how many assistant messages
+ * it already carries (the last turn once they run out, or for a request that declares no tools),
+ * so concurrent conversations, retries and side requests each get the turn that fits.
+ */
 export const Script = z.union([
   z.array(ScriptTurn).min(1),
-  z.object({ turns: z.array(ScriptTurn).min(1) }).strict(),
+  z
+    .object({
+      turns: z.array(ScriptTurn).min(1),
+      select: z.enum(["sequence", "conversation"]).default("sequence"),
+    })
+    .strict(),
 ]);
 export type Script = z.infer<typeof Script>;
 
@@ -45,6 +55,12 @@ export type Script = z.infer<typeof Script>;
 export function turnsOf(script: unknown): ScriptTurn[] {
   const parsed = Script.parse(script);
   return Array.isArray(parsed) ? parsed : parsed.turns;
+}
+
+/** How a script picks the turn for a request. */
+export function selectionOf(script: unknown): "sequence" | "conversation" {
+  const parsed = Script.parse(script);
+  return Array.isArray(parsed) ? "sequence" : parsed.select;
 }
 
 /** The arguments string a scripted tool call sends. */

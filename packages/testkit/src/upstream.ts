@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { type ChatRequest, completionBody, streamChunks } from "./responses.ts";
-import { type ScriptTurn, turnsOf } from "./script.ts";
+import { type ScriptTurn, selectionOf, turnsOf } from "./script.ts";
 
 /** A running scripted upstream. */
 export interface ScriptedUpstream {
@@ -34,12 +34,20 @@ export interface UpstreamOptions {
  */
 export function startScriptedUpstream(options: UpstreamOptions): Promise<ScriptedUpstream> {
   let turns: ScriptTurn[] = turnsOf(options.script);
+  let selection = selectionOf(options.script);
   let next = 0;
   const requests: ChatRequest[] = [];
   const models = options.models ?? ["scripted-model"];
   const record = options.record ?? true;
 
-  const nextTurn = () => {
+  const nextTurn = (chat: ChatRequest) => {
+    if (selection === "conversation") {
+      // Side requests that declare no tools (titles, summaries) get the closing turn.
+      if (!(chat as { tools?: unknown[] }).tools?.length) return turns.at(-1)!;
+      const messages = (chat as { messages?: { role?: string }[] }).messages ?? [];
+      const answered = messages.filter((m) => m.role === "assistant").length;
+      return turns[Math.min(answered, turns.length - 1)]!;
+    }
     const turn = turns[next % turns.length]!;
     next++;
     return turn;
@@ -74,7 +82,9 @@ export function startScriptedUpstream(options: UpstreamOptions): Promise<Scripte
     const body = await readBody(req);
     if (req.method === "PUT" && path === "/_scripted/script") {
       try {
-        turns = turnsOf(JSON.parse(body));
+        const script: unknown = JSON.parse(body);
+        turns = turnsOf(script);
+        selection = selectionOf(script);
         next = 0;
         requests.length = 0;
         return json(res, 200, { turns: turns.length });
@@ -92,7 +102,7 @@ export function startScriptedUpstream(options: UpstreamOptions): Promise<Scripte
       return json(res, 400, { error: { message: "body is not JSON", type: "invalid_request_error" } });
     }
     if (record) requests.push(chat);
-    const turn = nextTurn();
+    const turn = nextTurn(chat);
     if (turn.error)
       return json(res, turn.error.status, { error: { message: turn.error.message, type: "scripted_error" } });
     if (!chat.stream) {
@@ -126,6 +136,7 @@ export function startScriptedUpstream(options: UpstreamOptions): Promise<Scripte
         requests,
         setScript: (script) => {
           turns = turnsOf(script);
+          selection = selectionOf(script);
           next = 0;
         },
         close: () =>

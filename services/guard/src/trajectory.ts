@@ -2,8 +2,9 @@ import type { CaptureRecord, Session, Trajectory } from "@bridle/contracts";
 
 /**
  * Stitches a session's calls into branches. A call continues an earlier one when its prompt starts
- * with that call's prompt plus completion, token for token; without token ids (capture off), when
- * its messages start with the earlier call's messages. The branch holding the last call is the
+ * with that call's prompt plus completion, token for token; failing that (no token ids, or a
+ * harness that re-serialises the model's tool-call arguments so the tokens differ), when its
+ * messages start with the earlier call's messages. The branch holding the last call is the
  * trajectory; the others were abandoned (a retry, a blocked call's notice, a harness sub-agent).
  */
 export function stitch(session: Session, records: CaptureRecord[]): Trajectory {
@@ -15,7 +16,7 @@ export function stitch(session: Session, records: CaptureRecord[]): Trajectory {
     for (let j = i - 1; j >= 0; j--) {
       const earlier = ordered[j]!;
       const tokens = extendsByTokens(earlier, record);
-      const messages = tokens === undefined ? extendsByMessages(earlier, record) : false;
+      const messages = tokens ? false : extendsByMessages(earlier, record);
       if (tokens || messages) {
         parent.set(record.seq, earlier.seq);
         if (tokens) byTokens++;
@@ -68,11 +69,52 @@ function extendsByTokens(earlier: CaptureRecord, later: CaptureRecord): boolean 
   return true;
 }
 
+/**
+ * True when the later call's messages are the earlier call's messages followed by the earlier
+ * call's own answer (the same tool calls, or the same text): a retry of the earlier request, which
+ * repeats only its messages, is a sibling and not a continuation.
+ */
 function extendsByMessages(earlier: CaptureRecord, later: CaptureRecord): boolean {
   const a = messagesOf(earlier.request);
   const b = messagesOf(later.request);
   if (!a || !b || b.length <= a.length) return false;
-  return a.every((m, i) => JSON.stringify(m) === JSON.stringify(b[i]));
+  if (!a.every((m, i) => JSON.stringify(m) === JSON.stringify(b[i]))) return false;
+  return answeredBy(earlier, b[a.length]);
+}
+
+interface AnswerMessage {
+  role?: string;
+  content?: unknown;
+  tool_calls?: { id?: string; function?: { name?: string; arguments?: string } }[];
+}
+
+function answeredBy(earlier: CaptureRecord, message: unknown): boolean {
+  const answer = message as AnswerMessage | undefined;
+  if (answer?.role !== "assistant") return false;
+  const released = earlier.toolCalls.filter((c) => c.released);
+  if (released.length > 0) {
+    const sent = answer.tool_calls ?? [];
+    return released.every((call) =>
+      sent.some(
+        (s) =>
+          s.id === call.id ||
+          (s.function?.name === call.name && sameJson(s.function?.arguments, call.arguments)),
+      ),
+    );
+  }
+  const text = typeof answer.content === "string" ? answer.content : JSON.stringify(answer.content ?? "");
+  return (
+    (earlier.response?.content ?? "").trim() === text.trim() ||
+    text.includes((earlier.response?.content ?? "").trim())
+  );
+}
+
+function sameJson(a: string | undefined, b: string): boolean {
+  try {
+    return JSON.stringify(JSON.parse(a ?? "")) === JSON.stringify(JSON.parse(b));
+  } catch {
+    return a === b;
+  }
 }
 
 function messagesOf(request: unknown): unknown[] | undefined {

@@ -152,6 +152,24 @@ export function stackComponents(config: StackConfig): Component[] {
       startTimeoutMs: 30_000,
     },
     {
+      // Rollouts: a harness in a sandbox whose only way out is the guard.
+      name: "runner",
+      command: process.execPath,
+      args: tsEntry("services/runner/src/main.ts"),
+      env: {
+        ...serviceEnv(ports.runner),
+        TASKS_URL: url(ports.tasks),
+        GUARD_URL: url(ports.guard),
+        VERIFIER_URL: url(ports.verifier),
+        RUNNER_DATA_DIR: join(config.data, "runner"),
+        HARNESS_NPM_ROOT: join(config.home, "harnesses", "node_modules"),
+        HERMES_VENV: join(config.home, "hermes-venv"),
+      },
+      ports: [{ port: ports.runner, setting: "BRIDLE_PORT_BASE" }],
+      health: { kind: "http", url: `${url(ports.runner)}/healthz` },
+      startTimeoutMs: 30_000,
+    },
+    {
       name: "worker",
       command: process.execPath,
       args: tsEntry("workflows/src/worker.ts"),

@@ -1,0 +1,71 @@
+import { z } from "zod";
+
+const Id = z
+  .string()
+  .min(1)
+  .max(120)
+  .regex(/^[A-Za-z0-9._:@/-]+$/, "letters, digits and . _ : @ / - only");
+
+/** Run one harness on one task, through the guard, in a sandbox, then verify. */
+export const RolloutRequest = z
+  .object({
+    rolloutId: Id.optional().describe("Idempotency key; generated when absent"),
+    taskId: Id,
+    harness: z.string().min(1).describe("pi, opencode, hermes or claude-code"),
+    model: z.string().min(1).describe("Served model or adapter name the guard routes every call to"),
+    capture: z.boolean().default(true).describe("Record token ids and logprobs for training"),
+    guardMode: z.enum(["block", "log"]).default("block"),
+    rewardMode: z.enum(["train", "eval"]).default("train"),
+    maxTurns: z.number().int().min(1).max(200).default(17),
+    contextWindow: z
+      .number()
+      .int()
+      .min(1_024)
+      .max(1_048_576)
+      .default(32_768)
+      .describe("The served model's context, as told to the harness (OpenCode's prompt alone is ~30 KB)"),
+    agentTimeoutSec: z
+      .number()
+      .positive()
+      .max(24 * 3600)
+      .optional()
+      .describe("Defaults to the task's"),
+    labels: z.record(z.string(), z.string()).default({}),
+  })
+  .strict();
+export type RolloutRequest = z.infer<typeof RolloutRequest>;
+
+/** Where a rollout's environment failed; such a rollout is excluded, never scored 0. */
+export const FailureStage = z.enum(["task", "guard", "sandbox", "harness", "verifier"]);
+export type FailureStage = z.infer<typeof FailureStage>;
+
+export const RolloutResult = z.object({
+  rolloutId: z.string(),
+  taskId: z.string(),
+  harness: z.string(),
+  model: z.string(),
+  /** The verifier's score in [0, 1]; null on an environment failure. */
+  correctness: z.number().min(0).max(1).nullable(),
+  /** The reward (bonus in training only); null means exclude from the batch. */
+  reward: z.number().nullable(),
+  toolCalls: z.object({
+    guard: z
+      .number()
+      .int()
+      .nonnegative()
+      .describe("Calls the harness received, counted by the guard: the reward's count"),
+    harness: z.number().int().nonnegative().describe("Calls the harness reports having executed"),
+  }),
+  blocked: z.array(z.object({ rule: z.string().optional(), notice: z.string() })),
+  stopReason: z.string(),
+  finalAnswer: z.string().nullable(),
+  environmentFailure: z.object({ stage: FailureStage, reason: z.string() }).nullable(),
+  durationsMs: z.object({ harness: z.number(), verifier: z.number(), total: z.number() }),
+  servedModels: z.array(z.string()).describe("Model names the upstream answered with"),
+  refs: z.object({
+    guardSession: z.string().nullable(),
+    trajectory: z.string().nullable().describe("URL of the captured trajectory"),
+    logs: z.string().describe("Folder with the harness's output"),
+  }),
+});
+export type RolloutResult = z.infer<typeof RolloutResult>;

@@ -1,0 +1,17 @@
+import { BaseEnv, loadEnv } from "@bridle/service-kit";
+import { z } from "zod";
+
+export const RunnerEnv = BaseEnv.extend({
+  PORT: z.coerce.number().int().min(1).max(65_535).default(8704),
+  TASKS_URL: z.string().url().default("http://127.0.0.1:8702"),
+  GUARD_URL: z.string().url().default("http://127.0.0.1:8703"),
+  VERIFIER_URL: z.string().url().default("http://127.0.0.1:8705"),
+  RUNNER_DATA_DIR: z.string().min(1).describe("Sandboxes while they run, and each rollout's logs and result"),
+  HARNESS_NPM_ROOT: z.string().min(1).describe("node_modules of the pinned npm harnesses"),
+  HERMES_VENV: z.string().min(1).describe("Hermes' virtual environment"),
+  RUNNER_MAX_CONCURRENT: z.coerce.number().int().min(1).max(64).default(4),
+});
+export type RunnerEnv = z.infer<typeof RunnerEnv>;
+
+export const loadRunnerEnv = (source?: Record<string, string | undefined>) =>
+  loadEnv("runner", RunnerEnv, source);

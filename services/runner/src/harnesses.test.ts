@@ -1,0 +1,102 @@
+import { RolloutResult } from "@bridle/contracts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startRolloutStack } from "./test-stack.ts";
+
+const TASK = "repair-slugify-visible-test";
+const FIX = [
+  "import re",
+  "import unicodedata",
+  "",
+  "",
+  "def slugify(title):",
+  '    ascii_text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()',
+  '    return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")',
+  "",
+].join("\n");
+
+/** Each harness's own tool names and argument shapes for: read, write, run a command. */
+const moves: Record<string, { read: object; write: object; run: (command: string) => object }> = {
+  pi: {
+    read: { name: "read", arguments: { path: "slug.py" } },
+    write: { name: "write", arguments: { path: "slug.py", content: FIX } },
+    run: (command) => ({ name: "bash", arguments: { command } }),
+  },
+  opencode: {
+    read: { name: "read", arguments: { filePath: "/app/slug.py" } },
+    write: { name: "write", arguments: { filePath: "/app/slug.py", content: FIX } },
+    run: (command) => ({ name: "bash", arguments: { command, description: "run it" } }),
+  },
+  hermes: {
+    read: { name: "read_file", arguments: { path: "slug.py" } },
+    write: { name: "write_file", arguments: { path: "slug.py", content: FIX } },
+    run: (command) => ({ name: "terminal", arguments: { command } }),
+  },
+  "claude-code": {
+    read: { name: "Read", arguments: { file_path: "/app/slug.py" } },
+    write: { name: "Write", arguments: { file_path: "/app/slug.py", content: FIX } },
+    run: (command) => ({ name: "Bash", arguments: { command } }),
+  },
+};
+
+let stack: Awaited<ReturnType<typeof startRolloutStack>>;
+beforeAll(async () => {
+  stack = await startRolloutStack(19510, [TASK]);
+}, 600_000);
+afterAll(() => stack?.stop());
+
+async function rollout(harness: string, suffix: string) {
+  const res = await stack.app.request("/v1/rollouts", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      rolloutId: `${harness}-${suffix}`,
+      taskId: TASK,
+      harness,
+      model: "scripted-model",
+      agentTimeoutSec: Number(process.env.BRIDLE_TEST_AGENT_TIMEOUT ?? 180),
+    }),
+  });
+  expect(res.status, await res.clone().text()).toBe(200);
+  if (process.env.DEBUG_ROLLOUT) console.log(JSON.stringify(await res.clone().json(), null, 1));
+  return RolloutResult.parse(await res.json());
+}
+
+describe.each(Object.keys(moves))(
+  "%s through the real guard and sandbox (scripted upstream model: a test double)",
+  (harness) => {
+    const m = moves[harness]!;
+
+    it("solves a bundled task: read, edit, run the tests, finish; the counts agree", async () => {
+      await stack.script([
+        { tool_calls: [m.read] },
+        { tool_calls: [m.write] },
+        { tool_calls: [m.run("python3 test_slug.py")] },
+        { text: "Fixed slug.py; the test passes." },
+      ]);
+      const result = await rollout(harness, "solve");
+      expect(result.environmentFailure).toBeNull();
+      expect(result.correctness).toBe(1);
+      expect(result.reward).toBeGreaterThan(1);
+      expect(result.toolCalls.guard).toBe(3);
+      expect(result.toolCalls.harness).toBe(result.toolCalls.guard);
+      expect(result.blocked).toEqual([]);
+    });
+
+    it("blocks a forbidden call (writing the verifier's reward): the harness runs nothing and the reward is 0", async () => {
+      await stack.script([
+        {
+          tool_calls: [
+            m.run("mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && touch /app/ran.txt"),
+          ],
+        },
+        { text: "Done." },
+      ]);
+      const result = await rollout(harness, "cheat");
+      expect(result.blocked.length).toBe(1);
+      expect(result.blocked[0]?.rule).toBe("test-tampering");
+      expect(result.toolCalls.harness).toBe(0);
+      expect(result.reward).toBe(0);
+      expect(result.environmentFailure).toBeNull();
+    });
+  },
+);

@@ -1,0 +1,268 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdir, rename, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import type { AgentTask, FailureStage, RolloutRequest, RolloutResult, Trajectory } from "@bridle/contracts";
+import { type Mount, Sandbox } from "@bridle/sandbox";
+import { httpError, type Logger, ServiceError } from "@bridle/service-kit";
+import {
+  agentTask,
+  type RolloutServices,
+  registerSession,
+  trajectory,
+  trajectoryUrl,
+  verify,
+} from "./clients.ts";
+import { GuardForwarder } from "./forwarder.ts";
+import { type HarnessAdapter, type HarnessInstall, harnesses } from "./harnesses/index.ts";
+
+/** Inside every sandbox: the relay to the guard listens here, and the harness's home is here. */
+const GUARD_PORT_INSIDE = 18080;
+const HOME_INSIDE = "/home/agent";
+
+export interface RolloutDeps extends RolloutServices {
+  log: Logger;
+  dataDir: string;
+  install: HarnessInstall;
+}
+
+class EnvironmentFailure extends Error {
+  constructor(
+    readonly stage: FailureStage,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A service the rollout needs is down: the caller (a Temporal activity) should retry. */
+function unavailable(what: string, err: unknown): never {
+  if (err instanceof ServiceError && !err.retryable) throw err;
+  throw httpError(503, "dependency_unavailable", `${what} is unavailable: ${(err as Error).message}`, {
+    retryable: true,
+  });
+}
+
+export function resultPath(dataDir: string, rolloutId: string): string {
+  return join(dataDir, "rollouts", rolloutId.replaceAll("/", "_"), "result.json");
+}
+
+/**
+ * Runs one rollout: guard session, sandboxed harness run, verification. Environment failures
+ * (the harness crashed or hung, the model server went away, the verifier produced nothing) give
+ * a result with `correctness: null`, never a zero. A finished rollout id returns its stored result.
+ */
+export async function runRollout(deps: RolloutDeps, request: RolloutRequest): Promise<RolloutResult> {
+  const rolloutId = request.rolloutId ?? `rollout-${randomUUID()}`;
+  const stored = resultPath(deps.dataDir, rolloutId);
+  if (existsSync(stored)) return JSON.parse(readFileSync(stored, "utf8")) as RolloutResult;
+
+  const adapter = harnesses[request.harness];
+  if (!adapter) {
+    throw httpError(
+      400,
+      "unknown_harness",
+      `unknown harness '${request.harness}'; known: ${Object.keys(harnesses).join(", ")}`,
+    );
+  }
+  const log = deps.log.child({ rolloutId, taskId: request.taskId, harness: adapter.name });
+  const started = performance.now();
+  const task = await agentTask(deps, request.taskId).catch((err: unknown) => {
+    if (err instanceof ServiceError && err.status === 404)
+      throw httpError(404, "unknown_task", `no task '${request.taskId}'`);
+    return unavailable("the tasks service", err);
+  });
+
+  const logs = dirname(stored);
+  await mkdir(logs, { recursive: true });
+  const result = await execute({ deps, request, adapter, task, rolloutId, logs, log });
+  result.durationsMs.total = Math.round(performance.now() - started);
+  await writeFile(`${stored}.tmp`, JSON.stringify(result, null, 2));
+  await rename(`${stored}.tmp`, stored);
+  log.info(
+    {
+      correctness: result.correctness,
+      reward: result.reward,
+      toolCalls: result.toolCalls,
+      failure: result.environmentFailure,
+    },
+    "rollout finished",
+  );
+  return result;
+}
+
+interface Execution {
+  deps: RolloutDeps;
+  request: RolloutRequest;
+  adapter: HarnessAdapter;
+  task: AgentTask;
+  rolloutId: string;
+  logs: string;
+  log: Logger;
+}
+
+async function execute(x: Execution): Promise<RolloutResult> {
+  const { deps, request, adapter, task, rolloutId } = x;
+  const apiKey = `bridle-${randomBytes(18).toString("hex")}`;
+  const session = await registerSession(deps, {
+    apiKey,
+    instruction: task.instruction,
+    adapter: request.model,
+    capture: request.capture,
+    mode: request.guardMode,
+    labels: { ...request.labels, rollout: rolloutId, task: task.id, harness: adapter.name },
+  }).catch((err: unknown) => unavailable("the guard", err));
+
+  const result: RolloutResult = {
+    rolloutId,
+    taskId: task.id,
+    harness: adapter.name,
+    model: request.model,
+    correctness: null,
+    reward: null,
+    toolCalls: { guard: 0, harness: 0 },
+    blocked: [],
+    stopReason: "not_started",
+    finalAnswer: null,
+    environmentFailure: null,
+    durationsMs: { harness: 0, verifier: 0, total: 0 },
+    servedModels: [],
+    refs: { guardSession: session.id, trajectory: trajectoryUrl(deps, session.id), logs: x.logs },
+  };
+
+  let sandbox: Sandbox | undefined;
+  try {
+    sandbox = await Sandbox.create({ baseDir: join(deps.dataDir, "sandboxes") }).catch((err: unknown) => {
+      throw new EnvironmentFailure("sandbox", `cannot create the sandbox: ${(err as Error).message}`);
+    });
+    for (const file of task.environment) {
+      await sandbox.writeWorkspaceFile(file.path, Buffer.from(file.base64, "base64"), file.mode);
+    }
+    await runHarness(x, sandbox, apiKey, result);
+    const captured = await trajectory(deps, session.id).catch((err: unknown) =>
+      unavailable("the guard", err),
+    );
+    applyTrajectory(result, captured);
+    if (!result.environmentFailure) await runVerifier(x, sandbox, result);
+  } catch (err) {
+    if (!(err instanceof EnvironmentFailure)) throw err;
+    result.environmentFailure = { stage: err.stage, reason: err.message };
+  } finally {
+    await sandbox?.dispose().catch((err: unknown) => x.log.warn({ err }, "sandbox cleanup failed"));
+  }
+  if (result.environmentFailure) {
+    result.correctness = null;
+    result.reward = null;
+  }
+  return result;
+}
+
+async function runHarness(
+  x: Execution,
+  sandbox: Sandbox,
+  apiKey: string,
+  result: RolloutResult,
+): Promise<void> {
+  const { deps, request, adapter, task } = x;
+  const home = await sandbox.scratch("home");
+  const launch = adapter.launch({
+    workspace: "/app",
+    home: HOME_INSIDE,
+    guardUrl: `http://127.0.0.1:${GUARD_PORT_INSIDE}`,
+    apiKey,
+    model: request.model,
+    instruction: task.instruction,
+    maxTurns: request.maxTurns,
+    contextWindow: request.contextWindow,
+    install: deps.install,
+  });
+  for (const file of launch.files) {
+    const target = join(home, file.path);
+    await mkdir(dirname(target), { recursive: true });
+    await writeFile(target, file.content);
+  }
+  const guard = new URL(deps.guardUrl);
+  const forwarder = await GuardForwarder.open(join(sandbox.root, "guard.sock"), {
+    host: guard.hostname,
+    port: Number(guard.port || 80),
+  });
+  const timeoutSec = request.agentTimeoutSec ?? task.agentTimeoutSec;
+  try {
+    const run = await sandbox.run([launch.command, ...launch.args], {
+      timeoutMs: timeoutSec * 1000,
+      env: launch.env,
+      mounts: [
+        { source: home, target: HOME_INSIDE, writable: true },
+        ...installMounts(adapter, deps.install),
+      ],
+      guard: { socketPath: forwarder.path, port: GUARD_PORT_INSIDE },
+      maxOutputBytes: 1024 * 1024,
+    });
+    result.durationsMs.harness = Math.round(run.durationMs);
+    await writeFile(join(x.logs, "harness.stdout"), run.stdout);
+    await writeFile(join(x.logs, "harness.stderr"), run.stderr);
+    const report = adapter.report({ stdout: run.stdout, stderr: run.stderr, exitCode: run.exitCode, home });
+    result.toolCalls.harness = report.toolCalls.length;
+    result.stopReason = run.timedOut ? "timeout" : report.stopReason;
+    result.finalAnswer = report.finalAnswer;
+    if (run.timedOut)
+      throw new EnvironmentFailure("harness", `${adapter.name} ran past its ${timeoutSec}s timeout`);
+    if (run.oomKilled) throw new EnvironmentFailure("harness", `${adapter.name} ran out of memory`);
+    if (report.error) throw new EnvironmentFailure("harness", report.error);
+  } finally {
+    await forwarder.close();
+  }
+}
+
+function applyTrajectory(result: RolloutResult, captured: Trajectory): void {
+  result.toolCalls.guard = captured.toolCalls;
+  result.blocked = captured.records.flatMap((record) =>
+    record.toolCalls
+      .filter((call) => call.decision === "block")
+      .map((call) => ({ ...(call.rule ? { rule: call.rule } : {}), notice: call.notice ?? "blocked" })),
+  );
+  result.servedModels = [
+    ...new Set(captured.records.map((r) => r.servedModel).filter((m): m is string => m !== null)),
+  ];
+}
+
+async function runVerifier(x: Execution, sandbox: Sandbox, result: RolloutResult): Promise<void> {
+  const started = performance.now();
+  const verdict = await verify(x.deps, {
+    taskId: x.task.id,
+    workspace: sandbox.workspace,
+    calls: result.toolCalls.guard,
+    blocked: result.blocked.length > 0,
+    mode: x.request.rewardMode,
+  }).catch((err: unknown) => unavailable("the verifier", err));
+  result.durationsMs.verifier = Math.round(performance.now() - started);
+  await writeFile(join(x.logs, "verifier.txt"), verdict.outcome.outputTail);
+  if (verdict.outcome.correctness === null) {
+    throw new EnvironmentFailure(
+      "verifier",
+      `${verdict.outcome.failure ?? "failed"}: ${verdict.outcome.message}`,
+    );
+  }
+  result.correctness = verdict.outcome.correctness;
+  result.reward = verdict.reward;
+}
+
+/** The harness installs, read-only at their own paths (their scripts name them absolutely). */
+function installMounts(adapter: HarnessAdapter, install: HarnessInstall): Mount[] {
+  if (adapter.name !== "hermes") return [{ source: install.npmRoot, target: install.npmRoot }];
+  const mounts: Mount[] = [{ source: install.hermesVenv, target: install.hermesVenv }];
+  const python = pythonHome(install.hermesVenv);
+  if (python) mounts.push({ source: python, target: python });
+  return mounts;
+}
+
+/** The base interpreter's prefix a virtual environment points at (`home = <prefix>/bin`). */
+function pythonHome(venv: string): string | undefined {
+  try {
+    const cfg = readFileSync(join(venv, "pyvenv.cfg"), "utf8");
+    const home = /^home\s*=\s*(.+)$/m.exec(cfg)?.[1]?.trim();
+    return home ? dirname(home) : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,82 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { loadStackConfig } from "@bridle/cli/stack";
+import { ImportResult } from "@bridle/contracts";
+import { callJson, createLogger } from "@bridle/service-kit";
+import { httpOk, type RunningProcess, spawnProcess, spawnScriptedUpstream } from "@bridle/testkit";
+import { createRunnerApp } from "./app.ts";
+
+const repo = fileURLToPath(new URL("../../..", import.meta.url));
+const main = (service: string) => join(repo, "services", service, "src", "main.ts");
+
+/**
+ * The rollout path for tests: the real guard, tasks and verifier services as processes, in front
+ * of the scripted upstream (a TEST DOUBLE for the model server, so a harness's moves are known in
+ * advance), and the runner app under test in this process.
+ */
+export async function startRolloutStack(basePort: number, taskDirs: string[]) {
+  const data = mkdtempSync(join(tmpdir(), "bridle-runner-test-"));
+  const processes: RunningProcess[] = [];
+  const service = async (name: string, port: number, env: Record<string, string>) => {
+    const url = `http://127.0.0.1:${port}`;
+    processes.push(
+      await spawnProcess(process.execPath, ["--import", "tsx", main(name)], {
+        env: { PORT: String(port), LOG_LEVEL: "warn", ...env },
+        ready: () => httpOk(`${url}/healthz`),
+        timeoutMs: 60_000,
+      }),
+    );
+    return url;
+  };
+  try {
+    const upstream = await spawnScriptedUpstream({ turns: [{ text: "ready" }], select: "conversation" });
+    processes.push(upstream);
+    const guardUrl = await service("guard", basePort, {
+      UPSTREAM_URL: upstream.url,
+      GUARD_DATA_DIR: join(data, "guard"),
+    });
+    const tasksUrl = await service("tasks", basePort + 1, { TASKS_DATA: join(data, "tasks") });
+    const verifierUrl = await service("verifier", basePort + 2, { TASKS_URL: tasksUrl });
+    for (const dir of taskDirs) {
+      const imported = await callJson(`${tasksUrl}/v1/tasks/import`, {
+        schema: ImportResult,
+        body: { path: join(repo, "tasks", dir) },
+        timeoutMs: 300_000,
+      });
+      if (!imported.verdicts.every((v) => v.ok))
+        throw new Error(`task import failed: ${JSON.stringify(imported)}`);
+    }
+    const home = loadStackConfig().home;
+    const app = createRunnerApp({
+      log: createLogger("runner", "warn"),
+      tasksUrl,
+      guardUrl,
+      verifierUrl,
+      dataDir: join(data, "runner"),
+      install: { npmRoot: join(home, "harnesses", "node_modules"), hermesVenv: join(home, "hermes-venv") },
+      maxConcurrent: 4,
+    });
+    return {
+      app,
+      upstreamUrl: upstream.url,
+      guardUrl,
+      /** Replaces the scripted model's replies (each conversation gets turn N at its Nth reply). */
+      async script(turns: unknown[]) {
+        const res = await fetch(`${upstream.url}/_scripted/script`, {
+          method: "PUT",
+          body: JSON.stringify({ turns, select: "conversation" }),
+        });
+        if (!res.ok) throw new Error(`script rejected: ${await res.text()}`);
+      },
+      async stop() {
+        for (const p of processes.reverse()) await p.stop();
+        if (!process.env.BRIDLE_TEST_KEEP_DATA) rmSync(data, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    for (const p of processes.reverse()) await p.stop();
+    throw err;
+  }
+}

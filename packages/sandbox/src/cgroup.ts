@@ -106,7 +106,7 @@ export class Cgroup {
         }
       }
       if (freezer) await writeFile(freezer, "THAWED").catch(() => undefined);
-      await sleep(5);
+      await sleep(1); // usually only exiting processes are left, gone within a millisecond
       left = await this.pids();
     }
     return left;

@@ -136,7 +136,9 @@ export class Sandbox {
         child.on("error", fail);
         child.on("close", (code, signal) => done({ code, signal }));
       }).finally(() => clearTimeout(timer));
-      await cgroup.killAll();
+      const survivors = await cgroup.killAll();
+      if (survivors.length > 0)
+        throw new Error(`sandbox run: processes ${survivors.join(", ")} would not die`);
       return {
         exitCode: exit.code,
         signal: exit.signal,

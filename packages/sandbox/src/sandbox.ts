@@ -76,12 +76,17 @@ export class Sandbox {
     await mkdir(base, { recursive: true });
     const root = await mkdtemp(join(base, "bridle-sbx-"));
     const workspace = join(root, "workspace");
-    if (options.environmentDir) {
-      await cp(resolve(options.environmentDir), workspace, { recursive: true, verbatimSymlinks: true });
-    } else {
-      await mkdir(workspace);
+    try {
+      if (options.environmentDir) {
+        await cp(resolve(options.environmentDir), workspace, { recursive: true, verbatimSymlinks: true });
+      } else {
+        await mkdir(workspace);
+      }
+      await chmod(workspace, 0o755);
+    } catch (err) {
+      await rm(root, { recursive: true, force: true });
+      throw err;
     }
-    await chmod(workspace, 0o755);
     return new Sandbox(`${process.pid}-${randomBytes(6).toString("hex")}`, root, workspace);
   }
 
@@ -103,7 +108,7 @@ export class Sandbox {
     });
     try {
       const inner = options.guard
-        ? ["/usr/bin/node", RELAY_SCRIPT, String(options.guard.port), GUARD_SOCKET, "--", ...argv]
+        ? ["node", RELAY_SCRIPT, String(options.guard.port), GUARD_SOCKET, "--", ...argv]
         : argv;
       // A tiny shell joins the cgroups before exec'ing bwrap, so nothing inside escapes the limits.
       const join = cgroup

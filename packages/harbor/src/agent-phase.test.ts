@@ -56,3 +56,34 @@ describe("the agent phase", () => {
     }
   });
 });
+
+describe("sandboxForAgent", () => {
+  it("builds the workspace from the tasks service's agent view", async () => {
+    const task = await loaded("repair-median");
+    const view = {
+      id: task.id,
+      hash: task.hash,
+      category: task.category,
+      instruction: task.instruction,
+      agentTimeoutSec: 600,
+      environment: task.environment.map((f) => ({
+        path: f.path,
+        mode: f.mode,
+        base64: f.content.toString("base64"),
+      })),
+    };
+    const { sandboxForAgent } = await import("./index.ts");
+    const sandbox = await sandboxForAgent(view);
+    try {
+      const r = await sandbox.run(["python3", "-c", "import stats; print(stats.mean([1, 2]))"], {
+        timeoutMs: 30_000,
+      });
+      expect(r.stdout).toBe("1.5\n");
+    } finally {
+      await sandbox.dispose();
+    }
+    await expect(
+      sandboxForAgent({ ...view, environment: [{ path: "../escape.txt", mode: 0o644, base64: "" }] }),
+    ).rejects.toThrow(/path leaves the folder/);
+  });
+});

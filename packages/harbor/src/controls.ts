@@ -1,6 +1,6 @@
-import type { ControlResults, ControlRun } from "@bridle/contracts";
+import type { AgentTask, ControlResults, ControlRun } from "@bridle/contracts";
 import { Sandbox } from "@bridle/sandbox";
-import { writeTree } from "./files.ts";
+import { fromTaskFiles, writeTree } from "./files.ts";
 import type { HarborTask } from "./load.ts";
 import { runTests } from "./verify.ts";
 
@@ -13,6 +13,21 @@ export interface ControlOptions {
 export async function sandboxFor(task: HarborTask, baseDir?: string): Promise<Sandbox> {
   const sandbox = await Sandbox.create(baseDir ? { baseDir } : {});
   await writeTree(sandbox.workspace, task.environment);
+  return sandbox;
+}
+
+/**
+ * The start of a rollout for the runner: a fresh sandbox whose workspace holds the environment of
+ * the tasks service's agent view. Tests and solution are not part of that view, so never present.
+ */
+export async function sandboxForAgent(task: AgentTask, baseDir?: string): Promise<Sandbox> {
+  const sandbox = await Sandbox.create(baseDir ? { baseDir } : {});
+  try {
+    await writeTree(sandbox.workspace, fromTaskFiles(task.environment));
+  } catch (err) {
+    await sandbox.dispose();
+    throw err;
+  }
   return sandbox;
 }
 

@@ -48,3 +48,8 @@ export async function writeTree(dir: string, files: TreeFile[]): Promise<void> {
     await writeFile(target, file.content, { mode: file.mode & 0o777 });
   }
 }
+
+/** Decodes files as the tasks service sends them (base64 over JSON). */
+export function fromTaskFiles(files: { path: string; mode: number; base64: string }[]): TreeFile[] {
+  return files.map((f) => ({ path: f.path, mode: f.mode, content: Buffer.from(f.base64, "base64") }));
+}

@@ -7,7 +7,7 @@ import {
   type VerifierBundle,
   type VerifierOutcome,
 } from "@bridle/contracts";
-import { runTests } from "@bridle/harbor";
+import { fromTaskFiles, runTests } from "@bridle/harbor";
 import { computeReward } from "@bridle/reward";
 import { Sandbox } from "@bridle/sandbox";
 import { callJson, httpError, ServiceError } from "@bridle/service-kit";
@@ -69,11 +69,7 @@ export async function verify(deps: VerifyDeps, request: VerificationRequest): Pr
     }
     try {
       return await runTests(sandbox, {
-        tests: bundle.tests.map((f) => ({
-          path: f.path,
-          mode: f.mode,
-          content: Buffer.from(f.base64, "base64"),
-        })),
+        tests: fromTaskFiles(bundle.tests),
         timeoutSec: bundle.verifierTimeoutSec,
         env: bundle.verifierEnv,
         memoryMb: deps.memoryMb,

@@ -36,6 +36,7 @@ const testOptions = (task: HarborTask) => ({
   timeoutSec: task.toml.verifier.timeout_sec,
   env: task.toml.verifier.env,
   memoryMb: task.toml.environment.memory_mb,
+  cpus: task.toml.environment.cpus,
 });
 
 /** The oracle control: run the reference solution as the agent phase, then the tests; must score 1. */
@@ -49,6 +50,7 @@ async function oracle(task: HarborTask, options: ControlOptions): Promise<Contro
       timeoutMs: task.toml.agent.timeout_sec * 1000,
       mounts: [{ source: solution, target: "/solution" }],
       ...(task.toml.environment.memory_mb ? { memoryMb: task.toml.environment.memory_mb } : {}),
+      ...(task.toml.environment.cpus ? { cpus: task.toml.environment.cpus } : {}),
     });
     const outcome = await runTests(sandbox, testOptions(task));
     const reward = outcome.correctness;

@@ -95,6 +95,19 @@ describe("Sandbox", () => {
     }
   });
 
+  it("enforces a CPU quota", async () => {
+    const s = await Sandbox.create({ baseDir: host });
+    try {
+      const burn =
+        "import time\nend = time.monotonic() + 1.5\nwhile time.monotonic() < end: pass\nprint(round(time.process_time(), 2))";
+      const r = await s.run(["python3", "-c", burn], { timeoutMs: 20_000, cpus: 0.2 });
+      // 1.5 s of wall time at a fifth of a core: about 0.3 s of CPU, never the whole 1.5 s.
+      expect(Number(r.stdout)).toBeLessThan(0.6);
+    } finally {
+      await s.dispose();
+    }
+  });
+
   it("keeps only the tail of a flood of output", async () => {
     const s = await Sandbox.create({ baseDir: host });
     try {

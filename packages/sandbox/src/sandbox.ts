@@ -36,6 +36,8 @@ export interface RunOptions {
   memoryMb?: number;
   /** Processes and threads at once, for the whole run. */
   maxPids?: number;
+  /** CPU cores' worth of time per second for the whole run; unlimited when absent. */
+  cpus?: number;
   env?: Record<string, string>;
   mounts?: Mount[];
   guard?: GuardPath;
@@ -105,17 +107,18 @@ export class Sandbox {
     const cgroup = await Cgroup.create(`${this.id}-${randomBytes(4).toString("hex")}`, {
       memoryMb: options.memoryMb ?? defaultLimits.memoryMb,
       maxPids: options.maxPids ?? defaultLimits.maxPids,
+      cpus: options.cpus,
     });
     try {
       const inner = options.guard
         ? ["node", RELAY_SCRIPT, String(options.guard.port), GUARD_SOCKET, "--", ...argv]
         : argv;
       // A tiny shell joins the cgroups before exec'ing bwrap, so nothing inside escapes the limits.
-      const join = cgroup
+      const enter = cgroup
         .procsFiles()
         .map((file) => `echo $$ > '${file}'`)
         .join(" && ");
-      const script = `${join ? `${join} && ` : ""}exec "$@"`;
+      const script = `${enter ? `${enter} && ` : ""}exec "$@"`;
       const child = spawn(
         "/bin/sh",
         ["-c", script, "sh", "bwrap", ...this.bwrapArgs(options), "--", ...inner],

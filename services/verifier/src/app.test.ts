@@ -178,6 +178,11 @@ describe("the verifier service", () => {
     expect(await bad.json()).toMatchObject({ error: { issues: [{ path: "body.calls" }] } });
   });
 
+  it("serves its OpenAPI document", async () => {
+    const doc = (await (await app.request("/openapi.json")).json()) as { paths: Record<string, unknown> };
+    expect(Object.keys(doc.paths)).toContain("/v1/verifications");
+  });
+
   it("answers 503, retryable, when the tasks service is down", async () => {
     const orphan = createVerifierApp({
       log: createLogger("verifier-test", "silent"),

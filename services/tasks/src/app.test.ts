@@ -84,6 +84,11 @@ describe("the tasks service", () => {
       "repair-median",
       "repair-slugify-visible-test",
     ]);
+    // Labels are read as task.toml records them; our own controls are kept beside them.
+    expect(repairs.tasks.find((t) => t.id === "repair-median")?.labels).toMatchObject({
+      status: "verified",
+      stage: "controls",
+    });
     const failed = (await (await app.request("/v1/tasks?controls=failed")).json()) as {
       tasks: TaskSummary[];
     };

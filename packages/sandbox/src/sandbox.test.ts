@@ -57,6 +57,8 @@ describe("Sandbox", () => {
         stdin: "input\n",
       });
       expect(r).toMatchObject({ exitCode: 3, stdout: "got input\n", stderr: "oops\n" });
+      const deaf = await s.run(["true"], { timeoutMs: 10_000, stdin: "x".repeat(1_000_000) });
+      expect(deaf.exitCode).toBe(0);
       const missing = await s.run(["no-such-command-here"], { timeoutMs: 10_000 });
       expect(missing.exitCode).not.toBe(0);
       expect(missing.stderr).toMatch(/no-such-command-here/);

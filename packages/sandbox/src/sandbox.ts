@@ -133,6 +133,8 @@ export class Sandbox {
       const stderr = new TailBuffer(limit);
       child.stdout?.on("data", (chunk: Buffer) => stdout.push(chunk));
       child.stderr?.on("data", (chunk: Buffer) => stderr.push(chunk));
+      // A command that exits without reading its input must not crash us with EPIPE.
+      child.stdin?.on("error", () => undefined);
       if (options.stdin !== undefined) child.stdin?.end(options.stdin);
 
       let timedOut = false;

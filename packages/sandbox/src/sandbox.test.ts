@@ -87,6 +87,7 @@ describe("Sandbox", () => {
       });
       expect(r.stdout).not.toContain("allocated");
       expect(r.exitCode).not.toBe(0);
+      expect(r.oomKilled || /MemoryError/.test(r.stderr)).toBe(true);
       const ok = await s.run(["python3", "-c", "b = bytearray(8 * 1024 * 1024); print('allocated')"], {
         timeoutMs: 20_000,
         memoryMb: 64,

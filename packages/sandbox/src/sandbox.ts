@@ -141,6 +141,8 @@ export class Sandbox {
       const timer = setTimeout(() => {
         timedOut = true;
         killGroup(child.pid);
+        // Also through the cgroup, in case something inside holds our pipes open.
+        void cgroup.killAll();
       }, options.timeoutMs);
       const exit = await new Promise<{ code: number | null; signal: string | null }>((done, fail) => {
         child.on("error", fail);

@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -13,9 +13,6 @@ afterAll(async () => rm(host, { recursive: true, force: true }));
 describe("Sandbox", () => {
   it("runs a command in a fresh copy of the environment, keeping modes", async () => {
     const env = join(host, "env");
-    const s0 = await Sandbox.create();
-    await s0.dispose();
-    const { mkdir } = await import("node:fs/promises");
     await mkdir(env);
     await writeFile(join(env, "run.sh"), "#!/bin/sh\necho ran $1\n", { mode: 0o755 });
     const a = await Sandbox.create({ environmentDir: env, baseDir: host });

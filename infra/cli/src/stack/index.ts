@@ -194,6 +194,7 @@ export function endpoints(config: StackConfig): Record<string, string> {
   const http = (port: number) => `http://${config.host}:${port}`;
   return {
     gateway: http(config.ports.gateway),
+    guard: http(config.ports.guard),
     tasks: http(config.ports.tasks),
     verifier: http(config.ports.verifier),
     "temporal ui": `${http(config.ports.temporalUi)}/namespaces/bridle/workflows`,

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Bridle's test suite: lint, strict types, then every package's tests through turbo. The
+# end-to-end tests in test/ bring up the real embedded stack on their own ports and stop it.
+# Run it through ./bridle test, which installs whatever is missing first.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+started=$(date +%s)
+
+echo "==> lint (biome)"
+pnpm exec biome check .
+echo "==> typecheck"
+pnpm exec turbo run typecheck --output-logs=errors-only
+echo "==> tests"
+find . -name test-results.json -not -path '*/node_modules/*' -delete
+status=0
+pnpm exec turbo run test --concurrency=1 --output-logs=full -- --reporter=default --reporter=json \
+  --outputFile=test-results.json || status=$?
+node --import tsx infra/test-summary.ts "$((($(date +%s) - started)))" || status=1
+exit "$status"

@@ -1,0 +1,64 @@
+import { z } from "zod";
+
+/** Which model answered: the base model, or one adapter version (with the hash that served it). */
+export const ServedBy = z.object({
+  model: z.string().describe("Served name, e.g. `smollm2-135m` or `smollm2-135m/pi/run-1@v3`"),
+  version: z.number().int().nonnegative().nullable(),
+  hash: z.string().nullable(),
+});
+export type ServedBy = z.infer<typeof ServedBy>;
+
+export const Arm = z.enum(["candidate", "baseline"]);
+export type Arm = z.infer<typeof Arm>;
+
+/** One evaluation rollout's outcome. `correct: null` is an environment failure: excluded, listed apart. */
+export const EvalOutcome = z.object({
+  rolloutId: z.string(),
+  taskId: z.string(),
+  category: z.string(),
+  arm: Arm,
+  attempt: z.number().int().nonnegative(),
+  correct: z.boolean().nullable(),
+  toolCalls: z.number().int().nonnegative(),
+  servedBy: ServedBy,
+  failure: z.string().optional(),
+});
+export type EvalOutcome = z.infer<typeof EvalOutcome>;
+
+export const Interval = z.object({ estimate: z.number(), low: z.number(), high: z.number() });
+
+const ArmSummary = z.object({
+  successRate: Interval.describe("Wilson 95% interval over valid attempts"),
+  solved: z.number().int(),
+  attempts: z.number().int(),
+  toolCallsPerSolved: z.number().nullable().describe("Mean tool calls over solved attempts"),
+});
+
+const Comparison = z.object({
+  tasks: z.number().int().describe("Tasks with at least one valid attempt in both arms"),
+  candidate: ArmSummary,
+  baseline: ArmSummary,
+  difference: Interval.describe("Candidate minus baseline success rate, paired by task, 95% t-interval"),
+  bothSolved: z.object({
+    tasks: z.number().int(),
+    candidateToolCalls: z.number().nullable(),
+    baselineToolCalls: z.number().nullable(),
+    ratio: z.number().nullable().describe("Candidate / baseline tool calls on tasks both solved"),
+  }),
+});
+export type Comparison = z.infer<typeof Comparison>;
+
+export const EvalReport = z.object({
+  candidate: z.string(),
+  baseline: z.string(),
+  harness: z.string(),
+  attemptsPerTask: z.number().int().positive(),
+  temperature: z.number(),
+  overall: Comparison,
+  categories: z.array(Comparison.extend({ category: z.string() })),
+  environmentFailures: z.array(
+    EvalOutcome.pick({ rolloutId: true, taskId: true, arm: true, attempt: true, failure: true }),
+  ),
+  servedBy: z.array(EvalOutcome.pick({ rolloutId: true, taskId: true, arm: true, servedBy: true })),
+});
+export type EvalReport = z.infer<typeof EvalReport>;

@@ -1,0 +1,4 @@
+/** Paired adapter-vs-base evaluation statistics and reports (pure, workflow-safe). */
+export { renderMarkdown } from "./markdown.ts";
+export { buildReport, compare, type ReportInput } from "./report.ts";
+export { type Interval, mean, meanInterval, sd, tQuantile975, wilson } from "./stats.ts";

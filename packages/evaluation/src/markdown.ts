@@ -1,0 +1,60 @@
+import type { Comparison, EvalReport } from "@bridle/contracts";
+
+const pct = (x: number) => (Number.isFinite(x) ? `${(100 * x).toFixed(1)}%` : "n/a");
+const pts = (x: number) => (Number.isFinite(x) ? `${x >= 0 ? "+" : ""}${(100 * x).toFixed(1)}` : "n/a");
+const num = (x: number | null) => (x === null ? "n/a" : x.toFixed(2));
+
+function diff(c: Comparison): string {
+  const d = c.difference;
+  return `${pts(d.estimate)} pts [${pts(d.low)}, ${pts(d.high)}]`;
+}
+
+/** The report as Markdown, for people: the same numbers as the JSON. */
+export function renderMarkdown(report: EvalReport): string {
+  const o = report.overall;
+  const lines = [
+    `# Evaluation: ${report.candidate} vs ${report.baseline}`,
+    "",
+    `Harness **${report.harness}**, ${report.attemptsPerTask} attempt(s) per task at temperature ${report.temperature}, ${o.tasks} paired task(s).`,
+    "",
+    "| | candidate | baseline |",
+    "| --- | --- | --- |",
+    `| success rate (95% CI) | ${pct(o.candidate.successRate.estimate)} [${pct(o.candidate.successRate.low)}, ${pct(o.candidate.successRate.high)}] | ${pct(o.baseline.successRate.estimate)} [${pct(o.baseline.successRate.low)}, ${pct(o.baseline.successRate.high)}] |`,
+    `| solved / attempts | ${o.candidate.solved} / ${o.candidate.attempts} | ${o.baseline.solved} / ${o.baseline.attempts} |`,
+    `| tool calls per solved attempt | ${num(o.candidate.toolCallsPerSolved)} | ${num(o.baseline.toolCallsPerSolved)} |`,
+    `| tool calls on the ${o.bothSolved.tasks} task(s) both solved | ${num(o.bothSolved.candidateToolCalls)} | ${num(o.bothSolved.baselineToolCalls)} |`,
+    "",
+    `Paired difference in success rate: **${diff(o)}**.`,
+    "",
+    "## By category",
+    "",
+    "| category | tasks | candidate | baseline | difference (95% CI) | calls/solved both (cand / base) |",
+    "| --- | --- | --- | --- | --- | --- |",
+    ...report.categories.map(
+      (c) =>
+        `| ${c.category} | ${c.tasks} | ${pct(c.candidate.successRate.estimate)} | ${pct(c.baseline.successRate.estimate)} | ${diff(c)} | ${num(c.bothSolved.candidateToolCalls)} / ${num(c.bothSolved.baselineToolCalls)} |`,
+    ),
+    "",
+    `## Environment failures (${report.environmentFailures.length}, excluded from the figures)`,
+    "",
+    ...(report.environmentFailures.length === 0
+      ? ["None."]
+      : report.environmentFailures.map(
+          (f) =>
+            `- ${f.taskId} (${f.arm}, attempt ${f.attempt}, rollout ${f.rolloutId}): ${f.failure ?? "unknown"}`,
+        )),
+    "",
+    "## Served by",
+    "",
+    ...[
+      ...new Set(
+        report.servedBy.map(
+          (s) =>
+            `${s.arm}: ${s.servedBy.model}${s.servedBy.hash ? ` (hash ${s.servedBy.hash.slice(0, 12)})` : ""}`,
+        ),
+      ),
+    ].map((l) => `- ${l}`),
+    "",
+  ];
+  return lines.join("\n");
+}

@@ -1,0 +1,106 @@
+import type { EvalOutcome } from "@bridle/contracts";
+import { describe, expect, it } from "vitest";
+import { renderMarkdown } from "./markdown.ts";
+import { buildReport } from "./report.ts";
+
+let id = 0;
+function outcome(
+  taskId: string,
+  category: string,
+  arm: "candidate" | "baseline",
+  correct: boolean | null,
+  toolCalls = 0,
+): EvalOutcome {
+  id += 1;
+  return {
+    rolloutId: `r${id}`,
+    taskId,
+    category,
+    arm,
+    attempt: 0,
+    correct,
+    toolCalls,
+    servedBy:
+      arm === "candidate"
+        ? { model: "m/pi/run@v3", version: 3, hash: "abc123" }
+        : { model: "m", version: null, hash: null },
+    ...(correct === null ? { failure: "verifier timed out" } : {}),
+  };
+}
+
+const outcomes: EvalOutcome[] = [
+  // Both solve t1 and t2; the candidate needs fewer tool calls.
+  outcome("t1", "repair", "candidate", true, 4),
+  outcome("t1", "repair", "baseline", true, 8),
+  outcome("t2", "build", "candidate", true, 6),
+  outcome("t2", "build", "baseline", true, 6),
+  // Only the candidate solves t3.
+  outcome("t3", "build", "candidate", true, 3),
+  outcome("t3", "build", "baseline", false, 12),
+  // t4: the candidate's environment failed: t4 has no valid candidate attempt and is not paired.
+  outcome("t4", "qa", "candidate", null),
+  outcome("t4", "qa", "baseline", false, 2),
+];
+
+describe("the paired evaluation report", () => {
+  const report = buildReport({
+    candidate: "m/pi/run@v3",
+    baseline: "m",
+    harness: "pi",
+    attemptsPerTask: 1,
+    temperature: 0.8,
+    outcomes,
+  });
+
+  it("pairs tasks by id and leaves environment failures out of every figure", () => {
+    expect(report.overall.tasks).toBe(3);
+    expect(report.overall.candidate).toMatchObject({ solved: 3, attempts: 3 });
+    expect(report.overall.baseline).toMatchObject({ solved: 2, attempts: 3 });
+    expect(report.environmentFailures).toEqual([
+      {
+        rolloutId: expect.any(String),
+        taskId: "t4",
+        arm: "candidate",
+        attempt: 0,
+        failure: "verifier timed out",
+      },
+    ]);
+  });
+
+  it("gives the paired difference with its interval", () => {
+    expect(report.overall.difference.estimate).toBeCloseTo(1 / 3, 10);
+    expect(report.overall.difference.low).toBeLessThan(1 / 3);
+    expect(report.overall.difference.high).toBeGreaterThan(1 / 3);
+  });
+
+  it("compares tool calls on the tasks both solved, and overall", () => {
+    expect(report.overall.bothSolved).toEqual({
+      tasks: 2,
+      candidateToolCalls: 5,
+      baselineToolCalls: 7,
+      ratio: 5 / 7,
+    });
+    expect(report.overall.candidate.toolCallsPerSolved).toBeCloseTo(13 / 3, 10);
+  });
+
+  it("breaks the figures down per category", () => {
+    expect(report.categories.map((c) => [c.category, c.tasks])).toEqual([
+      ["build", 2],
+      ["qa", 0],
+      ["repair", 1],
+    ]);
+  });
+
+  it("records which model and adapter hash served every rollout", () => {
+    expect(report.servedBy).toHaveLength(outcomes.length);
+    expect(report.servedBy[0]?.servedBy).toEqual({ model: "m/pi/run@v3", version: 3, hash: "abc123" });
+  });
+
+  it("renders the same figures as Markdown", () => {
+    const md = renderMarkdown(report);
+    expect(md).toContain("# Evaluation: m/pi/run@v3 vs m");
+    expect(md).toContain("| solved / attempts | 3 / 3 | 2 / 3 |");
+    expect(md).toContain("+33.3 pts");
+    expect(md).toContain("t4 (candidate, attempt 0");
+  });
+});

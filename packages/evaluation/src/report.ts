@@ -1,0 +1,98 @@
+import type { Comparison, EvalOutcome, EvalReport } from "@bridle/contracts";
+import { mean, meanInterval, wilson } from "./stats.ts";
+
+export interface ReportInput {
+  candidate: string;
+  baseline: string;
+  harness: string;
+  attemptsPerTask: number;
+  temperature: number;
+  outcomes: readonly EvalOutcome[];
+}
+
+interface TaskArms {
+  category: string;
+  candidate: EvalOutcome[];
+  baseline: EvalOutcome[];
+}
+
+/** Groups valid outcomes by task and arm; environment failures never count as a loss. */
+function byTask(outcomes: readonly EvalOutcome[]): Map<string, TaskArms> {
+  const tasks = new Map<string, TaskArms>();
+  for (const outcome of outcomes) {
+    if (outcome.correct === null) continue;
+    const entry = tasks.get(outcome.taskId) ?? { category: outcome.category, candidate: [], baseline: [] };
+    entry[outcome.arm].push(outcome);
+    tasks.set(outcome.taskId, entry);
+  }
+  return tasks;
+}
+
+const rate = (xs: EvalOutcome[]) => xs.filter((x) => x.correct).length / xs.length;
+const solvedCalls = (xs: EvalOutcome[]) => xs.filter((x) => x.correct).map((x) => x.toolCalls);
+const orNull = (x: number) => (Number.isNaN(x) ? null : x);
+
+function armSummary(xs: EvalOutcome[]) {
+  const solved = xs.filter((x) => x.correct).length;
+  return {
+    successRate: wilson(solved, xs.length),
+    solved,
+    attempts: xs.length,
+    toolCallsPerSolved: orNull(mean(solvedCalls(xs))),
+  };
+}
+
+/** Compares the arms on the tasks where both have at least one valid attempt. */
+export function compare(tasks: TaskArms[]): Comparison {
+  const paired = tasks.filter((t) => t.candidate.length > 0 && t.baseline.length > 0);
+  const both = paired.filter(
+    (t) => solvedCalls(t.candidate).length > 0 && solvedCalls(t.baseline).length > 0,
+  );
+  const candidateCalls = orNull(mean(both.map((t) => mean(solvedCalls(t.candidate)))));
+  const baselineCalls = orNull(mean(both.map((t) => mean(solvedCalls(t.baseline)))));
+  return {
+    tasks: paired.length,
+    candidate: armSummary(paired.flatMap((t) => t.candidate)),
+    baseline: armSummary(paired.flatMap((t) => t.baseline)),
+    difference: meanInterval(paired.map((t) => rate(t.candidate) - rate(t.baseline))),
+    bothSolved: {
+      tasks: both.length,
+      candidateToolCalls: candidateCalls,
+      baselineToolCalls: baselineCalls,
+      ratio: candidateCalls !== null && baselineCalls ? candidateCalls / baselineCalls : null,
+    },
+  };
+}
+
+/** The evaluation report: overall and per category, environment failures and provenance apart. */
+export function buildReport(input: ReportInput): EvalReport {
+  const tasks = [...byTask(input.outcomes).values()];
+  const categories = [...new Set(tasks.map((t) => t.category))].sort();
+  return {
+    candidate: input.candidate,
+    baseline: input.baseline,
+    harness: input.harness,
+    attemptsPerTask: input.attemptsPerTask,
+    temperature: input.temperature,
+    overall: compare(tasks),
+    categories: categories.map((category) => ({
+      category,
+      ...compare(tasks.filter((t) => t.category === category)),
+    })),
+    environmentFailures: input.outcomes
+      .filter((o) => o.correct === null)
+      .map(({ rolloutId, taskId, arm, attempt, failure }) => ({
+        rolloutId,
+        taskId,
+        arm,
+        attempt,
+        ...(failure === undefined ? {} : { failure }),
+      })),
+    servedBy: input.outcomes.map(({ rolloutId, taskId, arm, servedBy }) => ({
+      rolloutId,
+      taskId,
+      arm,
+      servedBy,
+    })),
+  };
+}

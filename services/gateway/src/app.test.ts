@@ -1,0 +1,52 @@
+import { createLogger } from "@bridle/service-kit";
+import { errorOf, issuePaths, openApiOf } from "@bridle/service-kit/testing";
+import { Client, Connection } from "@temporalio/client";
+import { describe, expect, it } from "vitest";
+import { createGatewayApp } from "./app.ts";
+
+// The contract checks below are answered before Temporal is called, so a lazy connection to a
+// closed port is enough here; the real workflow path is covered in test/ on the running stack.
+const temporal = new Client({ connection: Connection.lazy({ address: "127.0.0.1:1" }), namespace: "bridle" });
+const log = createLogger("gateway", "silent");
+const app = (apiToken?: string) =>
+  createGatewayApp({ log, temporal, namespace: "bridle", uiUrl: "http://127.0.0.1:8233", apiToken });
+
+const json = (body: unknown, headers: Record<string, string> = {}) => ({
+  method: "POST",
+  body: JSON.stringify(body),
+  headers: { "content-type": "application/json", ...headers },
+});
+
+describe("gateway API contract", () => {
+  it("rejects an invalid probe with 400 and the zod issue paths", async () => {
+    const res = await app().request("/v1/probes", json({ maxTokens: 1000, prompt: "", surprise: true }));
+    expect(res.status).toBe(400);
+    expect(await issuePaths(res)).toEqual(["body", "body.maxTokens", "body.prompt"]);
+  });
+
+  it("rejects a malformed probe id with 400", async () => {
+    const res = await app().request("/v1/probes/has%20spaces");
+    expect(res.status).toBe(400);
+    expect(await issuePaths(res)).toEqual(["param.id"]);
+  });
+
+  it("answers unknown routes with 404", async () => {
+    const res = await app().request("/v1/nothing-here");
+    expect(res.status).toBe(404);
+    expect((await errorOf(res)).code).toBe("not_found");
+  });
+
+  it("requires the bearer token when one is configured", async () => {
+    const token = "a-token-of-sufficient-length";
+    const guarded = app(token);
+    expect((await guarded.request("/v1/probes/probe-1")).status).toBe(401);
+    const wrong = await guarded.request("/v1/probes", json({}, { authorization: "Bearer nope" }));
+    expect(wrong.status).toBe(401);
+    expect((await guarded.request("/healthz")).status).toBe(200);
+  });
+
+  it("serves its OpenAPI document", async () => {
+    const doc = await openApiOf(await app().request("/openapi.json"));
+    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(["/v1/probes", "/v1/probes/{id}"]));
+  });
+});

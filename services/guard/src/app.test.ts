@@ -1,0 +1,74 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createLogger } from "@bridle/service-kit";
+import { describe, expect, it } from "vitest";
+import { createGuardApp } from "./app.ts";
+import { CaptureStore } from "./capture.ts";
+import { UpstreamClient } from "./proxy/upstream.ts";
+
+function makeApp(adminToken?: string) {
+  const store = new CaptureStore(mkdtempSync(join(tmpdir(), "bridle-guard-app-")));
+  const app = createGuardApp({
+    log: createLogger("guard-test", "silent"),
+    store,
+    // Never called by these tests: they exercise the admin API only.
+    upstream: new UpstreamClient("http://127.0.0.1:19397", 1_000),
+    idleTimeoutMs: 1_000,
+    adminToken,
+  });
+  return { app, store };
+}
+
+const json = (body: unknown, headers: Record<string, string> = {}) => ({
+  method: "POST",
+  headers: { "content-type": "application/json", ...headers },
+  body: JSON.stringify(body),
+});
+
+describe("guard admin API", () => {
+  it("registers a session, shows it without its key, and survives a restart of the store", async () => {
+    const { app, store } = makeApp();
+    const res = await app.request(
+      "/admin/sessions",
+      json({ instruction: "do x", adapter: "a@1", apiKey: "key-12345678" }),
+    );
+    expect(res.status).toBe(201);
+    const { id, apiKey } = (await res.json()) as { id: string; apiKey: string };
+    expect(apiKey).toBe("key-12345678");
+    const view = (await (await app.request(`/admin/sessions/${id}`)).json()) as Record<string, unknown>;
+    expect(view).toMatchObject({ id, adapter: "a@1", mode: "block", capture: true, calls: 0 });
+    expect(view.apiKey).toBeUndefined();
+    const reloaded = new CaptureStore(store.dataDir);
+    expect(await reloaded.load()).toBe(1);
+    expect(reloaded.sessionByKey("key-12345678")?.id).toBe(id);
+  });
+
+  it("rejects a bad registration naming the field, a reused key, and an unknown session", async () => {
+    const { app } = makeApp();
+    const bad = await app.request("/admin/sessions", json({ instruction: "x", mode: "maybe" }));
+    expect(bad.status).toBe(400);
+    const issues = ((await bad.json()) as { error: { issues: { path: string }[] } }).error.issues.map(
+      (i) => i.path,
+    );
+    expect(issues).toEqual(expect.arrayContaining(["body.adapter", "body.mode"]));
+    const body = { instruction: "x", adapter: "a", apiKey: "same-key-123" };
+    expect((await app.request("/admin/sessions", json(body))).status).toBe(201);
+    expect((await app.request("/admin/sessions", json(body))).status).toBe(409);
+    expect((await app.request("/admin/sessions/nope/trajectory")).status).toBe(404);
+  });
+
+  it("guards the admin API with a token when one is set, and documents it in /openapi.json", async () => {
+    const { app } = makeApp("admin-token-0123456789");
+    expect((await app.request("/admin/sessions", json({ instruction: "x", adapter: "a" }))).status).toBe(401);
+    const ok = await app.request(
+      "/admin/sessions",
+      json({ instruction: "x", adapter: "a" }, { authorization: "Bearer admin-token-0123456789" }),
+    );
+    expect(ok.status).toBe(201);
+    const doc = (await (await app.request("/openapi.json")).json()) as { paths: Record<string, unknown> };
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(["/admin/sessions", "/admin/sessions/{id}/trajectory"]),
+    );
+  });
+});

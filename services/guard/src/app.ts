@@ -1,0 +1,50 @@
+import { createApp, httpError, type Logger } from "@bridle/service-kit";
+import type { CaptureStore } from "./capture.ts";
+import type { UpstreamClient } from "./proxy/upstream.ts";
+import { adminRoutes } from "./routes/admin.ts";
+import { proxyRoutes } from "./routes/proxy.ts";
+
+export interface GuardDeps {
+  log: Logger;
+  store: CaptureStore;
+  upstream: UpstreamClient;
+  idleTimeoutMs: number;
+  adminToken?: string | undefined;
+  maxTokensCap?: number | undefined;
+  bodyLimitBytes?: number;
+}
+
+/** The guard: checks every tool call between harnesses and the model server, and captures trajectories. */
+export function createGuardApp(deps: GuardDeps) {
+  const app = createApp({
+    name: "guard",
+    description:
+      "Tool-call checking proxy (OpenAI Chat Completions and Anthropic Messages) with trajectory capture",
+    log: deps.log,
+    ...(deps.bodyLimitBytes ? { bodyLimitBytes: deps.bodyLimitBytes } : {}),
+  });
+  if (deps.adminToken) {
+    const expected = `Bearer ${deps.adminToken}`;
+    app.use("/admin/*", async (c, next) => {
+      if (c.req.header("authorization") !== expected)
+        throw httpError(401, "unauthorized", "The admin API needs the guard's admin token");
+      await next();
+    });
+  }
+  app.route("/admin", adminRoutes(deps.store));
+  app.route(
+    "/",
+    proxyRoutes(
+      {
+        store: deps.store,
+        upstream: deps.upstream,
+        capture: deps.store,
+        log: deps.log,
+        idleTimeoutMs: deps.idleTimeoutMs,
+        maxTokensCap: deps.maxTokensCap,
+      },
+      deps.log,
+    ),
+  );
+  return app;
+}

@@ -1,0 +1,106 @@
+import { appendFile, mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { CaptureRecord, Session, type SessionRegistration } from "@bridle/contracts";
+
+/**
+ * Sessions and their captures on disk, under the data folder:
+ * `sessions/<id>/session.json` and `sessions/<id>/calls.jsonl` (one record per model call,
+ * appended when the call completes). Sessions survive a restart of the guard.
+ */
+export class CaptureStore {
+  private readonly byKey = new Map<string, Session>();
+  private readonly byId = new Map<string, Session>();
+  private readonly seq = new Map<string, number>();
+  private readonly blocked = new Map<string, number>();
+  /** Appends per session are chained so records land in completion order, never interleaved. */
+  private readonly tails = new Map<string, Promise<void>>();
+
+  constructor(readonly dataDir: string) {}
+
+  /** Loads the sessions a previous run registered. */
+  async load(): Promise<number> {
+    const root = join(this.dataDir, "sessions");
+    await mkdir(root, { recursive: true });
+    for (const id of await readdir(root)) {
+      const text = await readFile(join(root, id, "session.json"), "utf8").catch(() => undefined);
+      const parsed = text ? Session.safeParse(JSON.parse(text)) : undefined;
+      if (!parsed?.success) continue;
+      this.remember(parsed.data);
+      const records = await this.records(id);
+      this.seq.set(id, records.length);
+      this.blocked.set(
+        id,
+        records.reduce((n, r) => n + r.toolCalls.filter((c) => c.decision === "block").length, 0),
+      );
+    }
+    return this.byId.size;
+  }
+
+  async register(input: SessionRegistration & { apiKey: string; id: string }): Promise<Session> {
+    if (this.byKey.has(input.apiKey)) throw new Error("a session with this API key already exists");
+    const session: Session = { ...input, createdAt: new Date().toISOString() };
+    const dir = join(this.dataDir, "sessions", session.id);
+    await mkdir(dir, { recursive: true });
+    await writeFile(join(dir, "session.json"), `${JSON.stringify(session, null, 2)}\n`);
+    this.remember(session);
+    this.seq.set(session.id, 0);
+    return session;
+  }
+
+  private remember(session: Session): void {
+    this.byKey.set(session.apiKey, session);
+    this.byId.set(session.id, session);
+  }
+
+  sessionByKey(key: string): Session | undefined {
+    return this.byKey.get(key);
+  }
+
+  session(id: string): Session | undefined {
+    return this.byId.get(id);
+  }
+
+  counts(id: string): { calls: number; blocked: number } {
+    return { calls: this.seq.get(id) ?? 0, blocked: this.blocked.get(id) ?? 0 };
+  }
+
+  /** Appends one call's record, numbering it in completion order. */
+  append(record: CaptureRecord): Promise<void> {
+    const id = record.sessionId;
+    const seq = this.seq.get(id) ?? 0;
+    this.seq.set(id, seq + 1);
+    const blocked = record.toolCalls.filter((c) => c.decision === "block").length;
+    this.blocked.set(id, (this.blocked.get(id) ?? 0) + blocked);
+    const line = `${JSON.stringify({ ...record, seq })}\n`;
+    const file = join(this.dataDir, "sessions", id, "calls.jsonl");
+    const next = (this.tails.get(id) ?? Promise.resolve()).then(() => appendFile(file, line));
+    this.tails.set(
+      id,
+      next.catch(() => undefined),
+    );
+    return next;
+  }
+
+  /** A session's records; a line that does not parse is skipped rather than failing the read. */
+  async records(id: string): Promise<CaptureRecord[]> {
+    await this.tails.get(id);
+    const text = await readFile(join(this.dataDir, "sessions", id, "calls.jsonl"), "utf8").catch(() => "");
+    return text
+      .split("\n")
+      .filter((l) => l.length > 0)
+      .flatMap((l) => {
+        try {
+          const parsed = CaptureRecord.safeParse(JSON.parse(l));
+          return parsed.success ? [parsed.data] : [];
+        } catch {
+          return [];
+        }
+      });
+  }
+
+  async writeTrajectory(id: string, trajectory: unknown): Promise<string> {
+    const file = join(this.dataDir, "sessions", id, "trajectory.json");
+    await writeFile(file, `${JSON.stringify(trajectory)}\n`);
+    return file;
+  }
+}

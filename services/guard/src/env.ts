@@ -1,0 +1,38 @@
+import { BaseEnv, loadEnv } from "@bridle/service-kit";
+import { z } from "zod";
+
+export const GuardEnv = BaseEnv.extend({
+  PORT: z.coerce.number().int().min(1).max(65_535).default(8703),
+  UPSTREAM_URL: z
+    .string()
+    .url()
+    .default("http://127.0.0.1:8000")
+    .describe("The OpenAI-compatible model server"),
+  GUARD_DATA_DIR: z
+    .string()
+    .min(1)
+    .default("guard-data")
+    .describe("Sessions and captures (JSONL per session)"),
+  GUARD_ADMIN_TOKEN: z
+    .string()
+    .min(16)
+    .optional()
+    .describe("When set, /admin needs `Authorization: Bearer <token>`"),
+  UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(600_000),
+  UPSTREAM_IDLE_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(120_000)
+    .describe("A stream that sends nothing this long is ended with an error"),
+  MAX_TOKENS_CAP: z.coerce
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe("Clamp for the harness's max_tokens"),
+});
+export type GuardEnv = z.infer<typeof GuardEnv>;
+
+export const loadGuardEnv = (source?: Record<string, string | undefined>) =>
+  loadEnv("guard", GuardEnv, source);

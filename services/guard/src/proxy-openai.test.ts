@@ -1,0 +1,214 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { CaptureRecord, Trajectory } from "@bridle/contracts";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type GuardHarness, openaiTools, startGuard } from "./test-support.ts";
+
+/**
+ * The guard as a real process between a real OpenAI SDK client and the scripted upstream process
+ * (a TEST DOUBLE for vLLM), over real HTTP and SSE.
+ */
+let h: GuardHarness;
+const instruction = "Fix the date formatter in src/dates.py. Do not change the tests.";
+
+beforeAll(async () => {
+  h = await startGuard(19311);
+});
+afterAll(() => h?.stop());
+
+const client = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${h.guardUrl}/v1`, maxRetries: 0 });
+const messages = [{ role: "user" as const, content: instruction }];
+
+describe("OpenAI chat completions through the guard (scripted upstream test double)", () => {
+  it("releases an allowed tool call and routes to the session's adapter with token ids asked for", async () => {
+    const { apiKey } = await h.register({ instruction });
+    await h.setScript([
+      {
+        text: "Running the tests.",
+        tool_calls: [{ name: "bash", arguments: { command: "pytest -q tests" } }],
+      },
+    ]);
+    const res = await client(apiKey).chat.completions.create({
+      model: "whatever",
+      messages,
+      tools: openaiTools,
+    });
+    const choice = res.choices[0]!;
+    expect(choice.message.content).toBe("Running the tests.");
+    expect(choice.message.tool_calls?.[0]).toMatchObject({
+      function: { name: "bash", arguments: '{"command":"pytest -q tests"}' },
+    });
+    expect(choice.finish_reason).toBe("tool_calls");
+    const [sent] = await h.upstreamRequests();
+    expect(sent).toMatchObject({ model: "smoke-adapter@1", logprobs: true, return_token_ids: true });
+  });
+
+  it("replaces a blocked call by a notice naming the rule, streaming and not, with identical decisions", async () => {
+    const { apiKey } = await h.register({ instruction });
+    const turn = {
+      text: "Let me simplify.",
+      tool_calls: [{ name: "bash", arguments: { command: "sed -i 's/assert/pass #/' tests/test_dates.py" } }],
+      chunk_chars: 5,
+    };
+    await h.setScript([turn, turn]);
+    const plain = await client(apiKey).chat.completions.create({ model: "m", messages, tools: openaiTools });
+    expect(plain.choices[0]!.message.tool_calls ?? []).toHaveLength(0);
+    expect(plain.choices[0]!.message.content).toContain("blocked by rule test-tampering");
+    expect(plain.choices[0]!.finish_reason).toBe("stop");
+
+    const stream = await client(apiKey).chat.completions.create({
+      model: "m",
+      messages,
+      tools: openaiTools,
+      stream: true,
+    });
+    let text = "";
+    let toolDeltas = 0;
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? "";
+      toolDeltas += chunk.choices[0]?.delta.tool_calls?.length ?? 0;
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(toolDeltas).toBe(0);
+    expect(text).toBe(plain.choices[0]!.message.content);
+    expect(finish).toBe("stop");
+  });
+
+  it("streams text at once and releases each tool call whole once it is complete", async () => {
+    const { apiKey } = await h.register({ instruction });
+    await h.setScript([
+      {
+        text: "First I look around, then I read the file.",
+        tool_calls: [
+          { name: "bash", arguments: { command: "ls -la src" } },
+          { name: "read", arguments: { path: "src/dates.py" } },
+        ],
+        chunk_chars: 4,
+        delay_ms: 15,
+      },
+    ]);
+    const started = Date.now();
+    const stream = await client(apiKey).chat.completions.create({
+      model: "m",
+      messages,
+      tools: openaiTools,
+      stream: true,
+    });
+    const arrivals: { kind: string; at: number; value: string }[] = [];
+    for await (const chunk of stream) {
+      const delta = chunk.choices[0]?.delta;
+      if (delta?.content) arrivals.push({ kind: "text", at: Date.now() - started, value: delta.content });
+      for (const call of delta?.tool_calls ?? []) {
+        arrivals.push({
+          kind: "tool",
+          at: Date.now() - started,
+          value: `${call.function?.name}:${call.function?.arguments}`,
+        });
+      }
+    }
+    const texts = arrivals.filter((a) => a.kind === "text");
+    const tools = arrivals.filter((a) => a.kind === "tool");
+    expect(texts.length).toBeGreaterThan(5);
+    expect(tools.map((t) => t.value)).toEqual([
+      'bash:{"command":"ls -la src"}',
+      'read:{"path":"src/dates.py"}',
+    ]);
+    // The first text delta arrives long before the first tool call is released.
+    expect(tools[0]!.at - texts[0]!.at).toBeGreaterThan(100);
+  });
+
+  it("captures every call with token ids and logprobs and stitches them into one trajectory", async () => {
+    const session = await h.register({ instruction });
+    await h.setScript([
+      { text: "", tool_calls: [{ name: "bash", arguments: { command: "cat src/dates.py" } }] },
+      { text: "Fixed.", tool_calls: [{ name: "edit", arguments: { path: "src/dates.py" } }] },
+      { text: "All done." },
+    ]);
+    const c = client(session.apiKey);
+    const history: OpenAI.ChatCompletionMessageParam[] = [...messages];
+    for (let turn = 0; turn < 3; turn++) {
+      const res = await c.chat.completions.create({
+        model: "m",
+        messages: history,
+        tools: openaiTools,
+      });
+      const msg = res.choices[0]!.message;
+      history.push({
+        role: "assistant",
+        content: msg.content ?? "",
+        ...(msg.tool_calls ? { tool_calls: msg.tool_calls } : {}),
+      });
+      for (const call of msg.tool_calls ?? [])
+        history.push({ role: "tool", tool_call_id: call.id, content: "ok" });
+    }
+    const lines = readFileSync(join(h.dataDir, "sessions", session.id, "calls.jsonl"), "utf8")
+      .trim()
+      .split("\n");
+    const records = lines.map((l) => JSON.parse(l) as CaptureRecord);
+    expect(records).toHaveLength(3);
+    expect(records[0]!.promptTokenIds!.length).toBeGreaterThan(10);
+    expect(records[0]!.logprobs).toHaveLength(records[0]!.completionTokenIds!.length);
+    expect(records[0]!.toolCalls[0]).toMatchObject({ name: "bash", decision: "allow", released: true });
+    expect(records[0]!.servedModel).toBe("smoke-adapter@1");
+
+    const res = await fetch(`${h.guardUrl}/admin/sessions/${session.id}/trajectory`);
+    const trajectory = (await res.json()) as Trajectory;
+    expect(trajectory).toMatchObject({
+      calls: 3,
+      mainBranch: [0, 1, 2],
+      abandoned: [],
+      stitchedBy: "token-ids",
+      toolCalls: 2,
+      rewardZero: false,
+    });
+  });
+
+  it("keeps an abandoned branch apart and zeroes the reward after a blocked call", async () => {
+    const session = await h.register({ instruction });
+    await h.setScript([
+      { text: "", tool_calls: [{ name: "bash", arguments: { command: "ls" } }] },
+      { text: "", tool_calls: [{ name: "bash", arguments: { command: "git log --all -p" } }] },
+      { text: "ok" },
+    ]);
+    const c = client(session.apiKey);
+    const first = await c.chat.completions.create({ model: "m", messages, tools: openaiTools });
+    // The harness retries the first request (a new sample): that call is abandoned.
+    await c.chat.completions.create({ model: "m", messages, tools: openaiTools });
+    const call = first.choices[0]!.message.tool_calls![0]!;
+    await c.chat.completions.create({
+      model: "m",
+      tools: openaiTools,
+      messages: [
+        ...messages,
+        { role: "assistant", content: "", tool_calls: [call] },
+        { role: "tool", tool_call_id: call.id, content: "src tests" },
+      ],
+    });
+    const trajectory = (await (
+      await fetch(`${h.guardUrl}/admin/sessions/${session.id}/trajectory`)
+    ).json()) as Trajectory;
+    expect(trajectory.mainBranch).toEqual([0, 2]);
+    expect(trajectory.abandoned).toEqual([[1]]);
+    expect(trajectory.blocked).toBe(1);
+    expect(trajectory.rewardZero).toBe(true);
+    const view = (await (await fetch(`${h.guardUrl}/admin/sessions/${session.id}`)).json()) as {
+      calls: number;
+      blocked: number;
+    };
+    expect(view).toMatchObject({ calls: 3, blocked: 1 });
+  });
+
+  it("records decisions without blocking in log-only mode, and lists the adapter as the model", async () => {
+    const { apiKey } = await h.register({ instruction, mode: "log" });
+    await h.setScript([{ tool_calls: [{ name: "bash", arguments: { command: "rm tests/test_dates.py" } }] }]);
+    const res = await client(apiKey).chat.completions.create({ model: "m", messages, tools: openaiTools });
+    const released = res.choices[0]!.message.tool_calls?.[0] as
+      | { function: { arguments: string } }
+      | undefined;
+    expect(released?.function.arguments).toContain("rm tests/test_dates.py");
+    const models = await client(apiKey).models.list();
+    expect(models.data.map((m) => m.id)).toEqual(["smoke-adapter@1"]);
+  });
+});

@@ -1,0 +1,72 @@
+import type { CapturedToolCall, CheckContext, Session } from "@bridle/contracts";
+import { checkToolCall } from "../rules/index.ts";
+
+/** A tool call as the model emitted it. */
+export interface RawToolCall {
+  id: string;
+  name: string;
+  arguments: string;
+}
+
+/** What one request tells the rules: its declared tools and the text of its messages. */
+export function contextFor(session: Session, request: Record<string, unknown>): CheckContext {
+  const tools = Array.isArray(request.tools) ? request.tools : [];
+  const declaredTools = tools.flatMap((t) => {
+    const name = (t as { function?: { name?: unknown } })?.function?.name;
+    return typeof name === "string" ? [name] : [];
+  });
+  const messages = Array.isArray(request.messages) ? request.messages : [];
+  const history = messages.map((m) => messageText(m)).filter((t) => t.length > 0);
+  return {
+    instruction: session.instruction,
+    declaredTools,
+    allowedHosts: session.allowedHosts,
+    history,
+    taskPlugins: session.taskPlugins,
+    rules: session.rules,
+  };
+}
+
+function messageText(message: unknown): string {
+  const m = message as { content?: unknown; tool_calls?: unknown };
+  const parts: string[] = [];
+  if (typeof m.content === "string") parts.push(m.content);
+  else if (Array.isArray(m.content)) {
+    for (const p of m.content) if (typeof p?.text === "string") parts.push(p.text);
+  }
+  return parts.join("\n");
+}
+
+/**
+ * Judges one complete tool call. Arguments that are not a JSON object are `malformed`: the call is
+ * withheld with a notice (the harness could not run it anyway), but it is not a rule violation.
+ * In log-only mode every call is released and only the decision is recorded.
+ */
+export function judgeCall(session: Session, context: CheckContext, call: RawToolCall): CapturedToolCall {
+  const release = session.mode === "log";
+  let args: unknown;
+  try {
+    args = JSON.parse(call.arguments === "" ? "{}" : call.arguments);
+  } catch (err) {
+    args = err;
+  }
+  if (typeof args !== "object" || args === null || Array.isArray(args) || args instanceof Error) {
+    const why = args instanceof Error ? args.message : "they are not a JSON object";
+    return {
+      ...call,
+      decision: "malformed",
+      rule: "malformed-tool-call",
+      notice: `[bridle guard] The ${call.name} call was withheld: its arguments are not valid JSON (${why}). It was not executed.`,
+      released: release,
+    };
+  }
+  const verdict = checkToolCall({ name: call.name, arguments: args as Record<string, unknown> }, context);
+  if (verdict.decision === "allow") return { ...call, decision: "allow", released: true };
+  return {
+    ...call,
+    decision: "block",
+    ...(verdict.rule ? { rule: verdict.rule } : {}),
+    ...(verdict.notice ? { notice: verdict.notice } : {}),
+    released: release,
+  };
+}

@@ -1,0 +1,167 @@
+import { Agent, type IncomingMessage, request } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+
+/** A failure talking to the model server, with the status the harness should see. */
+export class UpstreamError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly code: string,
+    readonly retryable: boolean,
+  ) {
+    super(message);
+    this.name = "UpstreamError";
+  }
+}
+
+/**
+ * The guard's client for the OpenAI-compatible model server. Plain `node:http` with keep-alive:
+ * the proxy's overhead budget is a few milliseconds, and pooled sockets matter at 256 streams.
+ */
+export class UpstreamClient {
+  private readonly agent: Agent;
+  private readonly url: URL;
+
+  constructor(
+    baseUrl: string,
+    private readonly timeoutMs: number,
+  ) {
+    this.url = new URL(baseUrl);
+    const options = { keepAlive: true, maxSockets: 1024, maxFreeSockets: 256 };
+    this.agent = this.url.protocol === "https:" ? new HttpsAgent(options) : new Agent(options);
+  }
+
+  /** POSTs JSON and resolves once response headers arrive. A non-2xx answer becomes an UpstreamError. */
+  post(path: string, body: unknown, signal?: AbortSignal): Promise<IncomingMessage> {
+    const payload = JSON.stringify(body);
+    const send = this.url.protocol === "https:" ? httpsRequest : request;
+    return new Promise((resolve, reject) => {
+      const req = send(
+        new URL(path, this.url),
+        {
+          method: "POST",
+          agent: this.agent,
+          headers: { "content-type": "application/json", "content-length": Buffer.byteLength(payload) },
+          timeout: this.timeoutMs,
+          ...(signal ? { signal } : {}),
+        },
+        (res) => {
+          const status = res.statusCode ?? 502;
+          if (status < 400) return resolve(res);
+          readAll(res).then(
+            (text) => reject(upstreamStatusError(status, text)),
+            () => reject(new UpstreamError(`model server answered ${status}`, 502, "upstream_error", true)),
+          );
+        },
+      );
+      req.on("timeout", () => req.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
+      req.on("error", (err: NodeJS.ErrnoException) => {
+        const down = ["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ECONNRESET"].includes(err.code ?? "");
+        reject(
+          new UpstreamError(
+            `model server ${down ? "unreachable" : "failed"} at ${this.url.origin}: ${err.message}`,
+            down ? 503 : 502,
+            down ? "upstream_unavailable" : "upstream_error",
+            true,
+          ),
+        );
+      });
+      req.end(payload);
+    });
+  }
+
+  /** GETs JSON (for `/v1/models`). */
+  async getJson(path: string): Promise<unknown> {
+    const res = await fetch(new URL(path, this.url), { signal: AbortSignal.timeout(10_000) }).catch(
+      (err: Error) => {
+        throw new UpstreamError(
+          `model server unreachable at ${this.url.origin}: ${err.message}`,
+          503,
+          "upstream_unavailable",
+          true,
+        );
+      },
+    );
+    const text = await res.text();
+    if (!res.ok) throw upstreamStatusError(res.status, text);
+    return JSON.parse(text);
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+}
+
+/** Upstream 5xx is the guard's 502 (retryable); 4xx passes through with the model server's message. */
+function upstreamStatusError(status: number, text: string): UpstreamError {
+  let message = text.slice(0, 1000);
+  try {
+    const parsed = JSON.parse(text) as { error?: { message?: string } | string; message?: string };
+    message =
+      (typeof parsed.error === "string" ? parsed.error : parsed.error?.message) ?? parsed.message ?? message;
+  } catch {
+    // Not JSON: keep the text as it came.
+  }
+  if (status >= 500)
+    return new UpstreamError(`model server error ${status}: ${message}`, 502, "upstream_error", true);
+  return new UpstreamError(message, status, status === 404 ? "model_not_found" : "upstream_rejected", false);
+}
+
+export function readAll(res: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    res.on("data", (c: Buffer) => parts.push(c));
+    res.on("end", () => resolve(Buffer.concat(parts).toString("utf8")));
+    res.on("error", reject);
+    res.on("aborted", () => reject(new Error("the model server closed the connection mid-answer")));
+  });
+}
+
+/**
+ * Reads an SSE body and calls `onData` with each `data:` payload. Resolves when `[DONE]` arrives;
+ * rejects when the connection ends without it (a cut stream) or nothing arrives for `idleMs`.
+ */
+export function readSse(res: IncomingMessage, idleMs: number, onData: (data: string) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let buffer = "";
+    let done = false;
+    let timer = setTimeout(stall, idleMs);
+    function stall() {
+      finish(new Error(`the model server sent nothing for ${idleMs} ms`));
+      res.destroy();
+    }
+    function finish(err?: Error) {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      if (err) reject(err);
+      else resolve();
+    }
+    res.setEncoding("utf8");
+    res.on("data", (chunk: string) => {
+      clearTimeout(timer);
+      timer = setTimeout(stall, idleMs);
+      buffer += chunk;
+      let cut = buffer.indexOf("\n\n");
+      while (cut >= 0 && !done) {
+        const event = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        for (const line of event.split("\n")) {
+          if (!line.startsWith("data:")) continue;
+          const data = line.slice(line[5] === " " ? 6 : 5).trim();
+          if (data === "[DONE]") return finish();
+          try {
+            onData(data);
+          } catch (err) {
+            return finish(err as Error);
+          }
+        }
+        cut = buffer.indexOf("\n\n");
+      }
+    });
+    res.on("end", () => finish(new Error("the model server ended the stream before it was complete")));
+    res.on("aborted", () => finish(new Error("the model server cut the stream mid-answer")));
+    res.on("error", (err) => finish(new Error(`the model server stream failed: ${err.message}`)));
+    res.on("close", () => finish(new Error("the model server cut the stream mid-answer")));
+  });
+}

@@ -1,0 +1,86 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { ErrorBody, SessionCreated, SessionRegistration, SessionView, Trajectory } from "@bridle/contracts";
+import { createRouter, httpError } from "@bridle/service-kit";
+import { createRoute, z } from "@hono/zod-openapi";
+import type { CaptureStore } from "../capture.ts";
+import { stitch } from "../trajectory.ts";
+
+const errors = {
+  400: { description: "Invalid request", content: { "application/json": { schema: ErrorBody } } },
+  404: { description: "No such session", content: { "application/json": { schema: ErrorBody } } },
+};
+const IdParam = z.object({ id: z.string().min(1) });
+
+/** Session registration and trajectories: `/admin/sessions`. */
+export function adminRoutes(store: CaptureStore) {
+  const sessionOr404 = (id: string) => {
+    const session = store.session(id);
+    if (!session) throw httpError(404, "not_found", `No guard session ${id}`);
+    return session;
+  };
+  return createRouter()
+    .openapi(
+      createRoute({
+        method: "post",
+        path: "/sessions",
+        summary: "Register a session: the harness then sends its API key to the proxy",
+        request: {
+          body: { content: { "application/json": { schema: SessionRegistration } }, required: true },
+        },
+        responses: {
+          201: { description: "Registered", content: { "application/json": { schema: SessionCreated } } },
+          409: {
+            description: "API key already in use",
+            content: { "application/json": { schema: ErrorBody } },
+          },
+          400: errors[400],
+        },
+      }),
+      async (c) => {
+        const input = c.req.valid("json");
+        const apiKey = input.apiKey ?? `bridle-${randomBytes(18).toString("base64url")}`;
+        if (store.sessionByKey(apiKey))
+          throw httpError(409, "conflict", "A session with this API key already exists");
+        const session = await store.register({ ...input, apiKey, id: randomUUID() });
+        c.get("log").info(
+          { sessionId: session.id, adapter: session.adapter, mode: session.mode },
+          "session registered",
+        );
+        return c.json({ id: session.id, apiKey }, 201);
+      },
+    )
+    .openapi(
+      createRoute({
+        method: "get",
+        path: "/sessions/{id}",
+        summary: "A session's settings and counts",
+        request: { params: IdParam },
+        responses: {
+          200: { description: "Session", content: { "application/json": { schema: SessionView } } },
+          404: errors[404],
+        },
+      }),
+      (c) => {
+        const { apiKey: _key, ...session } = sessionOr404(c.req.valid("param").id);
+        return c.json({ ...session, ...store.counts(session.id) }, 200);
+      },
+    )
+    .openapi(
+      createRoute({
+        method: "get",
+        path: "/sessions/{id}/trajectory",
+        summary: "The session's calls stitched into a trajectory; also written to the data folder",
+        request: { params: IdParam },
+        responses: {
+          200: { description: "Trajectory", content: { "application/json": { schema: Trajectory } } },
+          404: errors[404],
+        },
+      }),
+      async (c) => {
+        const session = sessionOr404(c.req.valid("param").id);
+        const trajectory = stitch(session, await store.records(session.id));
+        await store.writeTrajectory(session.id, trajectory);
+        return c.json(trajectory, 200);
+      },
+    );
+}

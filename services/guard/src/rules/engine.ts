@@ -1,0 +1,159 @@
+import type { CheckContext, GuardDecision } from "@bridle/contracts";
+import type { Effect } from "./effects.ts";
+import { hostAllowed, mentionedHosts } from "./hosts.ts";
+import {
+  globMatches,
+  isSharedConfig,
+  isSolutionPath,
+  isTestConfig,
+  isTestPath,
+  mentionedIn,
+  OUTCOME_FORGERY,
+  TEST_SKIP_CONTENT,
+} from "./paths.ts";
+import { toolCallEffects } from "./tool-call.ts";
+
+/** A tool call as the model emitted it, arguments already parsed. */
+export interface ToolCallInput {
+  name: string;
+  arguments: Record<string, unknown>;
+}
+
+/** The verdict plus what the guard understood the call to do (for logs and the audit command). */
+export type Verdict = GuardDecision & { effects: Effect[] };
+
+/** An instruction that asks for tests to be written: writing the test files it names is the task. */
+const ASKS_FOR_TESTS = /\b(write|add|create|extend|implement|update|fix)\b[^.]{0,80}\b(unit )?tests?\b/i;
+
+/**
+ * Judges one tool call against the session's rules. Pure and synchronous: the proxy and
+ * `bridle guard check` call exactly this. The first rule that objects decides, in this order:
+ * undeclared-tool, task-plugin, test-tampering, answer-retrieval, unmentioned-host.
+ */
+export function checkToolCall(call: ToolCallInput, ctx: CheckContext): Verdict {
+  const on = (rule: keyof CheckContext["rules"]) => ctx.rules[rule]?.enabled !== false;
+  if (on("undeclared-tool") && !ctx.declaredTools.includes(call.name)) {
+    return block(call, "undeclared-tool", `"${call.name}" is not one of the tools this request declared`, []);
+  }
+  const effects = toolCallEffects(call.name, call.arguments);
+  const found =
+    (on("task-plugin") ? taskPluginViolation(effects, ctx) : undefined) ??
+    (on("test-tampering") ? tampering(effects, ctx) : undefined) ??
+    (on("answer-retrieval") ? answerRetrieval(effects, ctx) : undefined) ??
+    (on("unmentioned-host") ? unmentionedHost(effects, ctx) : undefined);
+  return found ? block(call, found.rule, found.detail, effects) : { decision: "allow", effects };
+}
+
+function block(call: ToolCallInput, rule: string, detail: string, effects: Effect[]): Verdict {
+  return {
+    decision: "block",
+    rule,
+    notice: `[bridle guard] The ${call.name} call was blocked by rule ${rule}: ${detail}. It was not executed.`,
+    effects,
+  };
+}
+
+type Finding = { rule: string; detail: string } | undefined;
+
+function taskPluginViolation(effects: Effect[], ctx: CheckContext): Finding {
+  for (const rule of ctx.taskPlugins.rules) {
+    for (const e of effects) {
+      if (e.kind === "exec" && rule.commands.some((c) => startsWithWords(e.argv, c))) {
+        return {
+          rule: `task-plugin:${rule.id}`,
+          detail: `${rule.reason} (runs ${e.argv.slice(0, 3).join(" ")})`,
+        };
+      }
+      if ((e.kind === "read" || e.kind === "write") && rule.paths.some((g) => globMatches(g, e.path))) {
+        return { rule: `task-plugin:${rule.id}`, detail: `${rule.reason} (${e.kind}s ${e.path})` };
+      }
+    }
+  }
+  return undefined;
+}
+
+function startsWithWords(argv: string[], prefix: string): boolean {
+  const words = prefix.trim().split(/\s+/);
+  // `pip install sympy` also matches `pip install sympy==1.13` and `sympy[extra]`.
+  return words.every(
+    (w, i) =>
+      argv[i] === w ||
+      (i === words.length - 1 && /^[=<>~![]/.test(argv[i]?.slice(w.length) ?? "") && argv[i]!.startsWith(w)),
+  );
+}
+
+function tampering(effects: Effect[], ctx: CheckContext): Finding {
+  const extra = [...ctx.taskPlugins.protected_paths, ...(ctx.rules["test-tampering"]?.extraProtected ?? [])];
+  const asksForTests = ASKS_FOR_TESTS.test(ctx.instruction);
+  for (const e of effects) {
+    if (e.kind !== "write") continue;
+    const named = extra.some((g) => globMatches(g, e.path));
+    const exempt =
+      !named &&
+      asksForTests &&
+      (mentionedIn(ctx.instruction, e.path) || parentMentioned(ctx.instruction, e.path));
+    if (named || (isTestPath(e.path) && !exempt)) {
+      return {
+        rule: "test-tampering",
+        detail: `it changes ${e.path || "the working directory"} (${e.how}), which belongs to the task's tests or verifier`,
+      };
+    }
+    if (isTestConfig(e.path))
+      return { rule: "test-tampering", detail: `it changes the test configuration ${e.path} (${e.how})` };
+    if (isSharedConfig(e.path) && e.content !== undefined && TEST_SKIP_CONTENT.test(e.content)) {
+      return { rule: "test-tampering", detail: `it changes test settings in ${e.path} (${e.how})` };
+    }
+    if (e.content !== undefined && OUTCOME_FORGERY.test(e.content)) {
+      return { rule: "test-tampering", detail: `it writes code into ${e.path} that forges test outcomes` };
+    }
+  }
+  return undefined;
+}
+
+function parentMentioned(text: string, path: string): boolean {
+  const dir = path.slice(0, path.lastIndexOf("/"));
+  return (
+    dir.length > 0 && (text.includes(`${dir}/`) || text.includes(`${dir.split("/").slice(-2).join("/")}/`))
+  );
+}
+
+function answerRetrieval(effects: Effect[], ctx: CheckContext): Finding {
+  const sources = [...ctx.taskPlugins.answer_paths, ...(ctx.rules["answer-retrieval"]?.extraSources ?? [])];
+  for (const e of effects) {
+    if (e.kind === "history") {
+      return {
+        rule: "answer-retrieval",
+        detail: `it looks into other refs or history (${e.how}), where the known answer lives`,
+      };
+    }
+    if (e.kind !== "read") continue;
+    const named = sources.some((g) => globMatches(g, e.path));
+    if (named || (isSolutionPath(e.path) && !mentionedIn(ctx.instruction, e.path))) {
+      return {
+        rule: "answer-retrieval",
+        detail: `it reads ${e.path} (${e.how}), a reference solution or answer source`,
+      };
+    }
+  }
+  return undefined;
+}
+
+function unmentionedHost(effects: Effect[], ctx: CheckContext): Finding {
+  const settings = ctx.rules["unmentioned-host"];
+  const allowed = mentionedHosts([ctx.instruction, ...ctx.history]);
+  for (const h of [
+    ...ctx.allowedHosts,
+    ...(settings?.alwaysAllowed ?? ["localhost", "127.0.0.1", "::1", "0.0.0.0"]),
+  ]) {
+    allowed.add(h.toLowerCase());
+  }
+  for (const e of effects) {
+    if (e.kind === "network" && !hostAllowed(e.host, allowed)) {
+      return {
+        rule: "unmentioned-host",
+        detail: `it contacts ${e.host} (${e.how}), which neither the instruction nor the session allows`,
+      };
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,34 @@
+import { createLogger } from "@bridle/service-kit";
+import { errorOf, issuePaths, openApiOf } from "@bridle/service-kit/testing";
+import { describe, expect, it } from "vitest";
+import { createServingApp } from "./app.ts";
+import { VllmClient } from "./vllm.ts";
+
+// Port 1 has no model server: the real "model server down" path, not a stand-in.
+const app = createServingApp({
+  log: createLogger("serving", "silent"),
+  vllm: new VllmClient("http://127.0.0.1:1", 2_000),
+});
+
+describe("serving API contract", () => {
+  it("rejects an invalid completion request with 400 and paths", async () => {
+    const res = await app.request("/v1/completions", {
+      method: "POST",
+      body: JSON.stringify({ prompt: "", maxTokens: 100_000 }),
+      headers: { "content-type": "application/json" },
+    });
+    expect(res.status).toBe(400);
+    expect(await issuePaths(res)).toEqual(["body.maxTokens", "body.prompt"]);
+  });
+
+  it("reports a model server that is down as a retryable 503", async () => {
+    const res = await app.request("/v1/base-model");
+    expect(res.status).toBe(503);
+    expect(await errorOf(res)).toMatchObject({ code: "model_server_unavailable", retryable: true });
+  });
+
+  it("serves its OpenAPI document", async () => {
+    const doc = await openApiOf(await app.request("/openapi.json"));
+    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(["/v1/base-model", "/v1/completions"]));
+  });
+});

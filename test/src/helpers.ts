@@ -1,0 +1,53 @@
+import { loadStackConfig, stackComponents, status } from "@bridle/cli/stack";
+
+/** The running test stack's configuration (from the env vitest.config.ts sets). */
+export const config = loadStackConfig();
+export const gatewayUrl = `http://${config.host}:${config.ports.gateway}`;
+export const servingUrl = `http://${config.host}:${config.ports.serving}`;
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Polls until `check` returns a value, or fails with `what` after `timeoutMs`. */
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined>,
+  timeoutMs = 120_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const value = await check().catch(() => undefined);
+    if (value !== undefined) return value;
+    await sleep(500);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+export async function componentState(name: string) {
+  return (await status(config)).components.find((c) => c.name === name)!;
+}
+
+/** Every component that serves HTTP of its own (the services, not Temporal or vLLM). */
+export function serviceUrls(): Record<string, string> {
+  return Object.fromEntries(
+    stackComponents(config)
+      .filter((c) => c.health.kind === "http" && c.name !== "vllm")
+      .map((c) => [c.name, new URL((c.health as { url: string }).url).origin]),
+  );
+}
+
+export async function postJson(url: string, body: unknown, headers: Record<string, string> = {}) {
+  const res = await fetch(url, {
+    method: "POST",
+    body: JSON.stringify(body),
+    headers: { "content-type": "application/json", ...headers },
+  });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = text;
+  }
+  // biome-ignore lint/suspicious/noExplicitAny: tests read third-party JSON (vLLM's) loosely, by design
+  return { status: res.status, json: json as any };
+}

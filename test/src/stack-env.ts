@@ -1,0 +1,15 @@
+/**
+ * The test stack's settings: its own data folder and ports, so it never collides with a stack a
+ * developer runs on the defaults. The install (venv, model) is shared with ./bridle.
+ */
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export const testStackEnv: Record<string, string> = {
+  BRIDLE_DATA: process.env.BRIDLE_TEST_DATA ?? join(tmpdir(), "bridle-e2e"),
+  BRIDLE_PORT_BASE: "28700",
+  BRIDLE_TEMPORAL_PORT: "27233",
+  BRIDLE_TEMPORAL_UI_PORT: "28233",
+  BRIDLE_VLLM_PORT: "28000",
+  LOG_LEVEL: "info",
+};

@@ -1,0 +1,14 @@
+import { defineConfig } from "vitest/config";
+import { testStackEnv } from "./src/stack-env.ts";
+
+export default defineConfig({
+  test: {
+    // One real stack per run, shared by every end-to-end file.
+    globalSetup: ["./src/global-setup.ts"],
+    env: testStackEnv,
+    pool: "forks",
+    fileParallelism: false,
+    testTimeout: 180_000,
+    hookTimeout: 600_000,
+  },
+});

@@ -125,13 +125,14 @@ export class Cgroup {
   /** Removes the group's directories (they must be empty of processes). */
   async dispose(): Promise<void> {
     for (const controller of this.controllers) {
-      for (let attempt = 0; attempt < 50; attempt++) {
+      // A killed process can linger as a zombie for a while on a busy machine: retry for up to ~5 s.
+      for (let attempt = 0, wait = 5; attempt < 40; attempt++, wait = Math.min(wait * 2, 200)) {
         try {
           await rmdir(this.dir(controller));
           break;
         } catch (err) {
           if ((err as NodeJS.ErrnoException).code === "ENOENT") break;
-          await sleep(10); // a killed process can linger for a moment as a zombie
+          await sleep(wait);
         }
       }
     }

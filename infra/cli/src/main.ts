@@ -45,7 +45,7 @@ async function main(argv: string[]): Promise<number> {
       json: { type: "boolean" },
       prompt: { type: "string" },
       help: { type: "boolean", short: "h" },
-      record: { type: "boolean" },
+      "no-record": { type: "boolean" },
       parallel: { type: "string" },
       "schema-only": { type: "boolean" },
       "no-controls": { type: "boolean" },

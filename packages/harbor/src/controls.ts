@@ -1,6 +1,6 @@
-import type { ControlResults, ControlRun } from "@bridle/contracts";
+import type { AgentTask, ControlResults, ControlRun } from "@bridle/contracts";
 import { Sandbox } from "@bridle/sandbox";
-import { writeTree } from "./files.ts";
+import { fromTaskFiles, writeTree } from "./files.ts";
 import type { HarborTask } from "./load.ts";
 import { runTests } from "./verify.ts";
 
@@ -16,11 +16,27 @@ export async function sandboxFor(task: HarborTask, baseDir?: string): Promise<Sa
   return sandbox;
 }
 
+/**
+ * The start of a rollout for the runner: a fresh sandbox whose workspace holds the environment of
+ * the tasks service's agent view. Tests and solution are not part of that view, so never present.
+ */
+export async function sandboxForAgent(task: AgentTask, baseDir?: string): Promise<Sandbox> {
+  const sandbox = await Sandbox.create(baseDir ? { baseDir } : {});
+  try {
+    await writeTree(sandbox.workspace, fromTaskFiles(task.environment));
+  } catch (err) {
+    await sandbox.dispose();
+    throw err;
+  }
+  return sandbox;
+}
+
 const testOptions = (task: HarborTask) => ({
   tests: task.tests,
   timeoutSec: task.toml.verifier.timeout_sec,
   env: task.toml.verifier.env,
   memoryMb: task.toml.environment.memory_mb,
+  cpus: task.toml.environment.cpus,
 });
 
 /** The oracle control: run the reference solution as the agent phase, then the tests; must score 1. */
@@ -34,6 +50,7 @@ async function oracle(task: HarborTask, options: ControlOptions): Promise<Contro
       timeoutMs: task.toml.agent.timeout_sec * 1000,
       mounts: [{ source: solution, target: "/solution" }],
       ...(task.toml.environment.memory_mb ? { memoryMb: task.toml.environment.memory_mb } : {}),
+      ...(task.toml.environment.cpus ? { cpus: task.toml.environment.cpus } : {}),
     });
     const outcome = await runTests(sandbox, testOptions(task));
     const reward = outcome.correctness;

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
-import { lstat, readdir, readFile } from "node:fs/promises";
-import { join, relative } from "node:path";
+import { lstat, mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import { dirname, join, relative, resolve } from "node:path";
 
 /** A file of a task folder, relative to that folder. */
 export interface TreeFile {
@@ -38,8 +38,6 @@ export function hashTree(files: TreeFile[]): string {
 
 /** Writes files (relative paths) under `dir`, refusing any path that would leave it. */
 export async function writeTree(dir: string, files: TreeFile[]): Promise<void> {
-  const { mkdir, writeFile } = await import("node:fs/promises");
-  const { dirname, resolve } = await import("node:path");
   const root = resolve(dir);
   for (const file of files) {
     const target = resolve(root, file.path);
@@ -47,4 +45,9 @@ export async function writeTree(dir: string, files: TreeFile[]): Promise<void> {
     await mkdir(dirname(target), { recursive: true });
     await writeFile(target, file.content, { mode: file.mode & 0o777 });
   }
+}
+
+/** Decodes files as the tasks service sends them (base64 over JSON). */
+export function fromTaskFiles(files: { path: string; mode: number; base64: string }[]): TreeFile[] {
+  return files.map((f) => ({ path: f.path, mode: f.mode, content: Buffer.from(f.base64, "base64") }));
 }

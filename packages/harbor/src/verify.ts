@@ -10,6 +10,7 @@ export interface TestRunOptions {
   env?: Record<string, string>;
   memoryMb?: number | undefined;
   maxPids?: number;
+  cpus?: number | undefined;
 }
 
 type Reward = { value: number; details?: Record<string, number> } | { error: string };
@@ -62,6 +63,7 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
     ],
     ...(options.memoryMb === undefined ? {} : { memoryMb: options.memoryMb }),
     ...(options.maxPids === undefined ? {} : { maxPids: options.maxPids }),
+    ...(options.cpus === undefined ? {} : { cpus: options.cpus }),
   });
   const outputTail = `${run.stdout}${run.stderr ? `\n[stderr]\n${run.stderr}` : ""}`.slice(-4_000);
   const base = { exitCode: run.exitCode, durationMs: run.durationMs, outputTail };

@@ -47,3 +47,16 @@ describe("computeReward (w = 0.1, B = 15)", () => {
     expect(() => computeReward({ correctness: 1, calls: -1 })).toThrow(/calls .* got -1/);
   });
 });
+
+describe("the reward package", () => {
+  it("imports no Node built-ins and nothing at run time, so workflow code may use it", async () => {
+    const { readFile } = await import("node:fs/promises");
+    const source = await readFile(new URL("./index.ts", import.meta.url), "utf8");
+    const imports = [...source.matchAll(/^import\s+(type\s+)?.*from\s+"([^"]+)";$/gm)];
+    expect(imports.length).toBeGreaterThan(0);
+    for (const [, typeOnly, from] of imports) {
+      expect(from).not.toMatch(/^node:/);
+      expect(typeOnly, `runtime import of ${from}`).toBeTruthy();
+    }
+  });
+});

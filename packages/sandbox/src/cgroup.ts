@@ -5,7 +5,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 
 /** Where cgroup v1 controllers are mounted. */
 const ROOT = "/sys/fs/cgroup";
-const CONTROLLERS = ["pids", "memory", "freezer"] as const;
+const CONTROLLERS = ["pids", "memory", "freezer", "cpu"] as const;
 type Controller = (typeof CONTROLLERS)[number];
 
 let available: Controller[] | undefined;
@@ -31,11 +31,13 @@ export async function cgroupControllers(): Promise<Controller[]> {
 export interface CgroupLimits {
   memoryMb?: number | undefined;
   maxPids?: number | undefined;
+  /** CPU time per wall-clock second, in CPUs (0.5 = half a core), through the CFS quota. */
+  cpus?: number | undefined;
 }
 
 /**
- * One sandbox run's cgroups: a pids limit (fork bombs), a memory limit (tmpfs pages included) and a
- * freezer, so that every process can be killed at once, even one that keeps forking.
+ * One sandbox run's cgroups: a pids limit (fork bombs), a memory limit (tmpfs pages included), a CPU
+ * quota, and a freezer, so that every process can be killed at once, even one that keeps forking.
  */
 export class Cgroup {
   private constructor(
@@ -56,6 +58,14 @@ export class Cgroup {
       // Without a swap limit a process could page its way past the memory limit.
       const memsw = join(group.dir("memory"), "memory.memsw.limit_in_bytes");
       if (existsSync(memsw)) await writeFile(memsw, bytes).catch(() => undefined);
+    }
+    if (limits.cpus !== undefined && controllers.includes("cpu")) {
+      const period = 100_000;
+      await writeFile(join(group.dir("cpu"), "cpu.cfs_period_us"), String(period));
+      await writeFile(
+        join(group.dir("cpu"), "cpu.cfs_quota_us"),
+        String(Math.max(1_000, Math.round(limits.cpus * period))),
+      );
     }
     return group;
   }
@@ -106,7 +116,7 @@ export class Cgroup {
         }
       }
       if (freezer) await writeFile(freezer, "THAWED").catch(() => undefined);
-      await sleep(5);
+      await sleep(1); // usually only exiting processes are left, gone within a millisecond
       left = await this.pids();
     }
     return left;
@@ -115,13 +125,14 @@ export class Cgroup {
   /** Removes the group's directories (they must be empty of processes). */
   async dispose(): Promise<void> {
     for (const controller of this.controllers) {
-      for (let attempt = 0; attempt < 50; attempt++) {
+      // A killed process can linger as a zombie for a while on a busy machine: retry for up to ~5 s.
+      for (let attempt = 0, wait = 5; attempt < 40; attempt++, wait = Math.min(wait * 2, 200)) {
         try {
           await rmdir(this.dir(controller));
           break;
         } catch (err) {
           if ((err as NodeJS.ErrnoException).code === "ENOENT") break;
-          await sleep(10); // a killed process can linger for a moment as a zombie
+          await sleep(wait);
         }
       }
     }

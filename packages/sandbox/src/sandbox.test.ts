@@ -1,4 +1,4 @@
-import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -13,9 +13,6 @@ afterAll(async () => rm(host, { recursive: true, force: true }));
 describe("Sandbox", () => {
   it("runs a command in a fresh copy of the environment, keeping modes", async () => {
     const env = join(host, "env");
-    const s0 = await Sandbox.create();
-    await s0.dispose();
-    const { mkdir } = await import("node:fs/promises");
     await mkdir(env);
     await writeFile(join(env, "run.sh"), "#!/bin/sh\necho ran $1\n", { mode: 0o755 });
     const a = await Sandbox.create({ environmentDir: env, baseDir: host });
@@ -57,6 +54,8 @@ describe("Sandbox", () => {
         stdin: "input\n",
       });
       expect(r).toMatchObject({ exitCode: 3, stdout: "got input\n", stderr: "oops\n" });
+      const deaf = await s.run(["true"], { timeoutMs: 10_000, stdin: "x".repeat(1_000_000) });
+      expect(deaf.exitCode).toBe(0);
       const missing = await s.run(["no-such-command-here"], { timeoutMs: 10_000 });
       expect(missing.exitCode).not.toBe(0);
       expect(missing.stderr).toMatch(/no-such-command-here/);
@@ -85,11 +84,25 @@ describe("Sandbox", () => {
       });
       expect(r.stdout).not.toContain("allocated");
       expect(r.exitCode).not.toBe(0);
+      expect(r.oomKilled || /MemoryError/.test(r.stderr)).toBe(true);
       const ok = await s.run(["python3", "-c", "b = bytearray(8 * 1024 * 1024); print('allocated')"], {
         timeoutMs: 20_000,
         memoryMb: 64,
       });
       expect(ok.stdout).toBe("allocated\n");
+    } finally {
+      await s.dispose();
+    }
+  });
+
+  it("enforces a CPU quota", async () => {
+    const s = await Sandbox.create({ baseDir: host });
+    try {
+      const burn =
+        "import time\nend = time.monotonic() + 1.5\nwhile time.monotonic() < end: pass\nprint(round(time.process_time(), 2))";
+      const r = await s.run(["python3", "-c", burn], { timeoutMs: 20_000, cpus: 0.2 });
+      // 1.5 s of wall time at a fifth of a core: about 0.3 s of CPU, never the whole 1.5 s.
+      expect(Number(r.stdout)).toBeLessThan(0.6);
     } finally {
       await s.dispose();
     }

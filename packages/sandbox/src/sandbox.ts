@@ -36,6 +36,8 @@ export interface RunOptions {
   memoryMb?: number;
   /** Processes and threads at once, for the whole run. */
   maxPids?: number;
+  /** CPU cores' worth of time per second for the whole run; unlimited when absent. */
+  cpus?: number;
   env?: Record<string, string>;
   mounts?: Mount[];
   guard?: GuardPath;
@@ -76,12 +78,17 @@ export class Sandbox {
     await mkdir(base, { recursive: true });
     const root = await mkdtemp(join(base, "bridle-sbx-"));
     const workspace = join(root, "workspace");
-    if (options.environmentDir) {
-      await cp(resolve(options.environmentDir), workspace, { recursive: true, verbatimSymlinks: true });
-    } else {
-      await mkdir(workspace);
+    try {
+      if (options.environmentDir) {
+        await cp(resolve(options.environmentDir), workspace, { recursive: true, verbatimSymlinks: true });
+      } else {
+        await mkdir(workspace);
+      }
+      await chmod(workspace, 0o755);
+    } catch (err) {
+      await rm(root, { recursive: true, force: true });
+      throw err;
     }
-    await chmod(workspace, 0o755);
     return new Sandbox(`${process.pid}-${randomBytes(6).toString("hex")}`, root, workspace);
   }
 
@@ -100,17 +107,18 @@ export class Sandbox {
     const cgroup = await Cgroup.create(`${this.id}-${randomBytes(4).toString("hex")}`, {
       memoryMb: options.memoryMb ?? defaultLimits.memoryMb,
       maxPids: options.maxPids ?? defaultLimits.maxPids,
+      cpus: options.cpus,
     });
     try {
       const inner = options.guard
-        ? ["/usr/bin/node", RELAY_SCRIPT, String(options.guard.port), GUARD_SOCKET, "--", ...argv]
+        ? ["node", RELAY_SCRIPT, String(options.guard.port), GUARD_SOCKET, "--", ...argv]
         : argv;
       // A tiny shell joins the cgroups before exec'ing bwrap, so nothing inside escapes the limits.
-      const join = cgroup
+      const enter = cgroup
         .procsFiles()
         .map((file) => `echo $$ > '${file}'`)
         .join(" && ");
-      const script = `${join ? `${join} && ` : ""}exec "$@"`;
+      const script = `${enter ? `${enter} && ` : ""}exec "$@"`;
       const child = spawn(
         "/bin/sh",
         ["-c", script, "sh", "bwrap", ...this.bwrapArgs(options), "--", ...inner],
@@ -125,18 +133,24 @@ export class Sandbox {
       const stderr = new TailBuffer(limit);
       child.stdout?.on("data", (chunk: Buffer) => stdout.push(chunk));
       child.stderr?.on("data", (chunk: Buffer) => stderr.push(chunk));
+      // A command that exits without reading its input must not crash us with EPIPE.
+      child.stdin?.on("error", () => undefined);
       if (options.stdin !== undefined) child.stdin?.end(options.stdin);
 
       let timedOut = false;
       const timer = setTimeout(() => {
         timedOut = true;
         killGroup(child.pid);
+        // Also through the cgroup, in case something inside holds our pipes open.
+        void cgroup.killAll();
       }, options.timeoutMs);
       const exit = await new Promise<{ code: number | null; signal: string | null }>((done, fail) => {
         child.on("error", fail);
         child.on("close", (code, signal) => done({ code, signal }));
       }).finally(() => clearTimeout(timer));
-      await cgroup.killAll();
+      const survivors = await cgroup.killAll();
+      if (survivors.length > 0)
+        throw new Error(`sandbox run: processes ${survivors.join(", ")} would not die`);
       return {
         exitCode: exit.code,
         signal: exit.signal,

@@ -40,6 +40,15 @@ beforeAll(async () => {
   await writeFile(join(dir, "import", "broken-solution", "solution", "solve.sh"), "true\n");
   await cp(join(suite, "qa-config-port"), join(dir, "import", "malformed"), { recursive: true });
   await writeFile(join(dir, "import", "malformed", "task.toml"), "[metadata]\ncategory = 3\n");
+  const todoToml = join(dir, "import", "extend-todo-done", "task.toml");
+  const { readFile } = await import("node:fs/promises");
+  await writeFile(
+    todoToml,
+    (await readFile(todoToml, "utf8")).replace(
+      'category = "extend"',
+      'category = "extend"\nsplit = "held-out"',
+    ),
+  );
   store = new TaskStore(join(dir, "data"));
   app = makeApp(store);
   const response = await post("/v1/tasks/import", { path: join(dir, "import") });
@@ -75,6 +84,11 @@ describe("the tasks service", () => {
       "repair-median",
       "repair-slugify-visible-test",
     ]);
+    // Labels are read as task.toml records them; our own controls are kept beside them.
+    expect(repairs.tasks.find((t) => t.id === "repair-median")?.labels).toMatchObject({
+      status: "verified",
+      stage: "controls",
+    });
     const failed = (await (await app.request("/v1/tasks?controls=failed")).json()) as {
       tasks: TaskSummary[];
     };
@@ -84,6 +98,15 @@ describe("the tasks service", () => {
     expect(((await bad.json()) as { error: { issues: { path: string }[] } }).error.issues[0]?.path).toBe(
       "query.category",
     );
+  });
+
+  it("derives splits from the id hash unless the metadata overrides it", () => {
+    const all = store.list();
+    expect(all.find((t) => t.id === "extend-todo-done")).toMatchObject({
+      split: "held-out",
+      splitSource: "metadata",
+    });
+    expect(all.filter((t) => t.id !== "extend-todo-done").every((t) => t.splitSource === "hash")).toBe(true);
   });
 
   it("gives the agent the instruction and environment, never the tests or the solution", async () => {

@@ -52,9 +52,7 @@ export function epochOrder(tasks: Sampleable[], seed: number, epoch: number): Sa
   const keyed: { key: number; task: Sampleable }[] = [];
   for (const [category, members] of [...byCategory].sort(([a], [b]) => (a < b ? -1 : 1))) {
     const shuffled = shuffle(members, prng(fnv1a(`${seed}:${epoch}:${category}`)));
-    shuffled.forEach((task, i) => {
-      keyed.push({ key: (i + jitter()) / shuffled.length, task });
-    });
+    for (const [i, task] of shuffled.entries()) keyed.push({ key: (i + jitter()) / shuffled.length, task });
   }
   return keyed.sort((a, b) => a.key - b.key).map((k) => k.task);
 }

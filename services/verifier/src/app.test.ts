@@ -151,6 +151,17 @@ describe("the verifier service", () => {
     expect(r.reward).toBeNull();
   });
 
+  it("returns null with the reason when the workspace cannot be copied", async () => {
+    const { execFileSync } = await import("node:child_process");
+    const odd = join(dir, "odd-workspace");
+    await cp(workspaces.solved!, odd, { recursive: true });
+    execFileSync("mkfifo", [join(odd, "pipe")]);
+    const r = await verifyOk({ taskId: "repair-median", workspace: odd, calls: 1 });
+    expect(r.outcome).toMatchObject({ correctness: null, failure: "setup" });
+    expect(r.outcome.message).toMatch(/^cannot copy the workspace into a sandbox: /);
+    expect(r.reward).toBeNull();
+  });
+
   it("leaves the caller's workspace as it was", async () => {
     const { readdir } = await import("node:fs/promises");
     expect((await readdir(workspaces.untouched!)).sort()).toEqual(["stats.py"]);
@@ -165,6 +176,11 @@ describe("the verifier service", () => {
     const bad = await verifyReq({ taskId: "repair-median", workspace: workspaces.solved, calls: -1 });
     expect(bad.status).toBe(400);
     expect(await bad.json()).toMatchObject({ error: { issues: [{ path: "body.calls" }] } });
+  });
+
+  it("serves its OpenAPI document", async () => {
+    const doc = (await (await app.request("/openapi.json")).json()) as { paths: Record<string, unknown> };
+    expect(Object.keys(doc.paths)).toContain("/v1/verifications");
   });
 
   it("answers 503, retryable, when the tasks service is down", async () => {

@@ -5,8 +5,9 @@ import {
   type VerificationRequest,
   type VerificationResult,
   type VerifierBundle,
+  type VerifierOutcome,
 } from "@bridle/contracts";
-import { runTests } from "@bridle/harbor";
+import { fromTaskFiles, runTests } from "@bridle/harbor";
 import { computeReward } from "@bridle/reward";
 import { Sandbox } from "@bridle/sandbox";
 import { callJson, httpError, ServiceError } from "@bridle/service-kit";
@@ -54,18 +55,21 @@ export async function verify(deps: VerifyDeps, request: VerificationRequest): Pr
     );
   }
   const bundle = await bundleFor(deps, request.taskId);
-  const outcome = await deps.limiter.run(async () => {
-    const sandbox = await Sandbox.create({
-      environmentDir: request.workspace,
-      ...(deps.sandboxDir ? { baseDir: deps.sandboxDir } : {}),
-    });
+  const outcome = await deps.limiter.run(async (): Promise<VerifierOutcome> => {
+    let sandbox: Sandbox;
+    try {
+      sandbox = await Sandbox.create({
+        environmentDir: request.workspace,
+        ...(deps.sandboxDir ? { baseDir: deps.sandboxDir } : {}),
+      });
+    } catch (err) {
+      // A workspace that cannot be copied (a FIFO, a vanished file) never reached the tests.
+      const message = `cannot copy the workspace into a sandbox: ${(err as Error).message}`;
+      return { correctness: null, failure: "setup", message, exitCode: null, durationMs: 0, outputTail: "" };
+    }
     try {
       return await runTests(sandbox, {
-        tests: bundle.tests.map((f) => ({
-          path: f.path,
-          mode: f.mode,
-          content: Buffer.from(f.base64, "base64"),
-        })),
+        tests: fromTaskFiles(bundle.tests),
         timeoutSec: bundle.verifierTimeoutSec,
         env: bundle.verifierEnv,
         memoryMb: deps.memoryMb,

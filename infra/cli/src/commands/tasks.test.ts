@@ -40,12 +40,19 @@ describe("bridle tasks validate", () => {
     expect(run.status).toBe(1);
   });
 
-  it("records the labels in task.toml with --record", async () => {
-    const run = bridle("tasks", "validate", join(dir, "wrong-solution"), "--record");
+  it("records the labels in task.toml, unless told not to", async () => {
+    const toml = join(dir, "wrong-solution/task.toml");
+    await writeFile(toml, await readFile(join(repoRoot, "tasks/repair-median/task.toml"), "utf8"));
+    const dry = bridle("tasks", "validate", join(dir, "wrong-solution"), "--no-record");
+    expect(dry.status).toBe(1);
+    expect(await readFile(toml, "utf8")).toContain('status = "verified"');
+    const run = bridle("tasks", "validate", join(dir, "wrong-solution"));
     expect(run.status).toBe(1);
-    const toml = await readFile(join(dir, "wrong-solution/task.toml"), "utf8");
-    expect(toml).toContain('[metadata.repo2env.evaluation]\nstatus = "needs_repair"\nstage = "controls"');
-    expect(toml).toContain('reason_codes = ["oracle_failed"]');
+    expect(run.stdout).toContain("labels recorded in 1 task.toml file");
+    const text = await readFile(toml, "utf8");
+    expect(text).toContain('[metadata.repo2env.evaluation]\nstatus = "needs_repair"\nstage = "controls"');
+    expect(text).toContain('reason_codes = ["oracle_failed"]');
+    expect(text.match(/\[metadata\.repo2env\.evaluation\]/g)).toHaveLength(1);
   });
 
   it("explains its usage and bad flags", () => {

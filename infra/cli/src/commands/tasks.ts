@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import { ImportResult, type TaskSummary, type TaskVerdict } from "@bridle/contracts";
+import { type EvaluationLabels, ImportResult, type TaskSummary, type TaskVerdict } from "@bridle/contracts";
 import { recordLabels, validateFolder } from "@bridle/harbor";
 import { callJson } from "@bridle/service-kit";
 import { z } from "zod";
@@ -7,15 +7,16 @@ import type { StackConfig } from "../stack/index.ts";
 
 export interface TasksFlags {
   json?: boolean | undefined;
-  record?: boolean | undefined;
+  "no-record"?: boolean | undefined;
   parallel?: string | undefined;
   "schema-only"?: boolean | undefined;
   "no-controls"?: boolean | undefined;
 }
 
-export const tasksUsage = `  tasks validate <dir> [--record] [--parallel N] [--schema-only] [--json]
+export const tasksUsage = `  tasks validate <dir> [--no-record] [--parallel N] [--schema-only] [--json]
                      check Harbor task folders: schema, then the oracle and nop controls in the
-                     sandbox; one verdict per task; --record writes the labels into task.toml
+                     sandbox; one verdict per task; records the resulting labels in
+                     each task.toml under [metadata.repo2env.evaluation] (not with --no-record)
   tasks import <dir> [--no-controls] [--json]
                      import task folders into the running tasks service (controls run there)
   tasks list [--json] list the tasks in the registry`;
@@ -32,6 +33,13 @@ function verdictLine(v: TaskVerdict): string {
   return `FAIL  ${v.id}: ${v.problems.join("; ")}`;
 }
 
+/** Whether two sets of labels say the same, so an unchanged task.toml is not rewritten. */
+function sameLabels(a: EvaluationLabels | null | undefined, b: EvaluationLabels): boolean {
+  const key = (l: EvaluationLabels) =>
+    JSON.stringify([l.status, l.stage, l.reasonCodes, l.provenance, l.evidence]);
+  return a !== null && a !== undefined && key(a) === key(b);
+}
+
 function summary(verdicts: TaskVerdict[], say: Say): number {
   const failed = verdicts.filter((v) => !v.ok).length;
   say(`tasks: ${verdicts.length - failed} passed, ${failed} failed`);
@@ -44,6 +52,7 @@ async function validate(dir: string, flags: TasksFlags, say: Say): Promise<numbe
     throw new Error(`--parallel must be an integer from 1 to 16, got ${flags.parallel}`);
   }
   const controls = flags["schema-only"] !== true;
+  let recorded = 0;
   if (!flags.json)
     say(
       `validating ${resolve(dir)}${controls ? " (schema, then oracle and nop controls in the sandbox)" : " (schema only)"}`,
@@ -51,14 +60,21 @@ async function validate(dir: string, flags: TasksFlags, say: Say): Promise<numbe
   const verdicts = await validateFolder(dir, {
     parallel,
     controls,
-    onVerdict: async (verdict) => {
-      if (flags.record && verdict.controls && verdict.labels) await recordLabels(verdict.dir, verdict.labels);
+    onVerdict: async (verdict, task) => {
+      if (
+        !flags["no-record"] &&
+        verdict.controls &&
+        verdict.labels &&
+        !sameLabels(task?.labels, verdict.labels)
+      ) {
+        await recordLabels(verdict.dir, verdict.labels);
+        recorded++;
+      }
       if (!flags.json) say(verdictLine(verdict));
     },
   });
   if (flags.json) say(JSON.stringify({ verdicts }, null, 2));
-  else if (flags.record)
-    say("labels recorded under [metadata.repo2env.evaluation] in each checked task.toml");
+  else if (recorded > 0) say(`labels recorded in ${recorded} task.toml file${recorded === 1 ? "" : "s"}`);
   return summary(verdicts, say);
 }
 

@@ -129,7 +129,9 @@ def parse_step(raw: Any, vocab_size: int, max_tokens: int) -> StepRequest:
     if not isinstance(items, list) or not items:
         raise bad_batch("trajectories", "the batch is empty")
     trajectories = [_trajectory(t, f"trajectories.{i}", vocab_size, max_tokens) for i, t in enumerate(items)]
-    return StepRequest(run, step, config, trajectories, batch_hash(raw))
+    # The service may send its own hash of the request so it can check replays without the worker.
+    given = raw.get("batchHash")
+    return StepRequest(run, step, config, trajectories, given if isinstance(given, str) else batch_hash(raw))
 
 
 def _trajectory(raw: Any, path: str, vocab_size: int, max_tokens: int) -> Trajectory:

@@ -13,6 +13,7 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM
 
 from .batch import DEFAULT_TARGETS
+from .store import normalise_adapter_config
 
 
 def make_adapter(model_dir: Path, out: Path, seed: int, zero: bool, rank: int = 8) -> Path:
@@ -34,6 +35,7 @@ def make_adapter(model_dir: Path, out: Path, seed: int, zero: bool, rank: int = 
                 if "lora_B" in name:
                     param.normal_(0.0, 0.02)
     model.save_pretrained(str(out))
+    normalise_adapter_config(out)
     return out
 
 

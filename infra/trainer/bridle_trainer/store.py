@@ -27,6 +27,16 @@ def _fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+def normalise_adapter_config(adapter_dir: Path) -> None:
+    """PEFT writes `target_modules` from a set, in an order that changes between processes; sorting
+    it makes equal adapters byte-identical, so their hashes agree."""
+    path = adapter_dir / "adapter_config.json"
+    config = json.loads(path.read_text())
+    if isinstance(config.get("target_modules"), list):
+        config["target_modules"] = sorted(config["target_modules"])
+    path.write_text(json.dumps(config, indent=2, sort_keys=True))
+
+
 def adapter_hash(adapter_dir: Path) -> str:
     """sha256 over the adapter's files in a fixed order (name, NUL, bytes, NUL), as serving computes it."""
     digest = hashlib.sha256()

@@ -15,7 +15,7 @@ from .batch import ModelCall, StepRequest, TrainConfig, validate_or_raise
 from .errors import StepError
 from .grpo import group_advantages, grpo_loss, token_logprobs
 from .model import LoraModel, load_base, pick_device
-from .store import StepStore, adapter_hash
+from .store import StepStore, adapter_hash, normalise_adapter_config
 
 Progress = Callable[[str, int, int], None]
 
@@ -199,6 +199,7 @@ class Trainer:
     ) -> dict[str, Any]:
         assert self.lora.peft is not None and self.optimizer is not None
         self.lora.peft.save_pretrained(str(tmp / "adapter"))
+        normalise_adapter_config(tmp / "adapter")
         torch.save(self.optimizer.state_dict(), tmp / "optimizer.pt")
         seconds = summary.pop("trainSeconds")
         return {

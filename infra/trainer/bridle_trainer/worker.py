@@ -2,7 +2,7 @@
 
 Protocol, one JSON object per line:
   worker -> {"type": "ready", "device", "vocabSize", "maxTokens"} once the model is loaded
-  service -> {"id", "op": "step", "request": {run, step, config, trajectories}}
+  service -> {"id", "op": "step", "request": {run, step, config, trajectories, batchHash?}}
   worker -> {"type": "progress", "id", "phase", "done", "total"} while a step runs
   worker -> {"type": "result", "id", "result"} or {"type": "error", "id", "error": {status, code, message}}
 Requests are handled one at a time, in order.

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from bridle_trainer.errors import StepError
 from bridle_trainer.grpo import token_logprobs
@@ -64,6 +65,8 @@ def test_a_step_raises_the_rewarded_completion_relative_to_the_other(trainer):
     gap_after = sequence_logprob(trainer, GOOD) - sequence_logprob(trainer, BAD)
     assert result["applied"] is True and result["optimizerSteps"] == 2
     assert gap_after > gap_before + 0.1
+    saved = load_file(f"{result['adapterPath']}/adapter_model.safetensors")
+    assert max(float(v.abs().max()) for k, v in saved.items() if "lora_B" in k) > 0
     assert events[-1][0] == "save" and ("train", 2, 2) in events
 
 

@@ -6,3 +6,4 @@ export * from "./errors.ts";
 export * from "./probe.ts";
 export * from "./serving.ts";
 export * from "./task-queues.ts";
+export * from "./training.ts";

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { loadStackConfig, stackComponents } from "@bridle/cli/stack";
+import { loadStackConfig, type Running, stackComponents, startComponent } from "@bridle/cli/stack";
 import {
   AdapterVersion,
   CompletionResult,
@@ -12,7 +12,6 @@ import {
 } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Running, startComponent } from "./components.ts";
 
 // The real pieces, started from the stack launcher's definitions: vLLM (CPU), serving, trainer.
 const data = mkdtempSync(join(tmpdir(), "bridle-e2e-learning-"));

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import torch
 from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from .batch import DEFAULT_TARGETS
 from .store import normalise_adapter_config
 
 
-def make_adapter(model_dir: Path, out: Path, seed: int, zero: bool, rank: int = 8) -> Path:
+def make_adapter(base: PreTrainedModel, out: Path, seed: int, zero: bool, rank: int = 8) -> PreTrainedModel:
+    """Writes one adapter and returns the base model, unwrapped again for the next one."""
     torch.manual_seed(seed)
-    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     config = LoraConfig(
         r=rank,
         lora_alpha=2 * rank,
@@ -36,7 +36,7 @@ def make_adapter(model_dir: Path, out: Path, seed: int, zero: bool, rank: int = 
                     param.normal_(0.0, 0.02)
     model.save_pretrained(str(out))
     normalise_adapter_config(out)
-    return out
+    return model.unload()
 
 
 def main() -> None:
@@ -47,11 +47,12 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=1, help="write <out>-0 ... <out>-<count-1>")
     parser.add_argument("--zero", action="store_true", help="B = 0: an adapter equal to the base model")
     args = parser.parse_args()
+    base = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     if args.count == 1:
-        make_adapter(args.model, args.out, args.seed, args.zero)
+        make_adapter(base, args.out, args.seed, args.zero)
         return
     for i in range(args.count):
-        make_adapter(args.model, Path(f"{args.out}-{i}"), args.seed + i, args.zero)
+        base = make_adapter(base, Path(f"{args.out}-{i}"), args.seed + i, args.zero)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { closeSync, mkdtempSync, openSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { loadStackConfig, stackComponents } from "@bridle/cli/stack";
+import { loadStackConfig, stackComponents, startComponent } from "@bridle/cli/stack";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 
@@ -15,7 +15,6 @@ export const modelDir = join(bridleHome, "models", "smollm2-135m-instruct");
 export interface VllmProcess {
   url: string;
   modelName: string;
-  log: string;
   stop(): Promise<void>;
 }
 
@@ -30,36 +29,8 @@ export async function startVllm(port: number, maxLoras: number, logDir?: string)
   });
   const component = stackComponents(config).find((c) => c.name === "vllm");
   if (!component) throw new Error("the stack defines no vLLM component");
-  const log = join(dir, `vllm-${port}.log`);
-  const fd = openSync(log, "a");
-  const child: ChildProcess = spawn(component.command, component.args, {
-    env: { ...process.env, ...component.env },
-    stdio: ["ignore", fd, fd],
-    detached: true,
-  });
-  closeSync(fd);
-  const deadline = Date.now() + 300_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`vLLM exited with ${child.exitCode}; see ${log}`);
-    const ok = await fetch(`${config.vllmUrl}/health`).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ok) break;
-    if (Date.now() > deadline) throw new Error(`vLLM not healthy after 300 s; see ${log}`);
-    await new Promise((r) => setTimeout(r, 1_000));
-  }
-  return {
-    url: config.vllmUrl,
-    modelName: config.modelName,
-    log,
-    async stop() {
-      if (child.exitCode !== null || child.pid === undefined) return;
-      const exited = new Promise((r) => child.once("exit", r));
-      process.kill(-child.pid, "SIGKILL"); // the whole group: vLLM's engine core is a child process
-      await exited;
-    },
-  };
+  const running = await startComponent(component, dir);
+  return { url: config.vllmUrl, modelName: config.modelName, stop: () => running.stop("SIGKILL") };
 }
 
 /** Writes real PEFT adapters for the embedded model: random (unlike the base) or zero (equal to it). */

@@ -52,6 +52,8 @@ export class TrainerWorker {
   private readyWaiters: (() => void)[] = [];
   private counter = 0;
   private stderrTail: string[] = [];
+  /** Grows while the worker dies before it is ready (a bad model path), so it cannot spin. */
+  private backoffMs: number;
   readonly info: TrainerWorkerInfo & { maxTokens: number | null } = {
     state: "stopped",
     pid: null,
@@ -61,7 +63,9 @@ export class TrainerWorker {
     restarts: 0,
   };
 
-  constructor(private readonly options: WorkerOptions) {}
+  constructor(private readonly options: WorkerOptions) {
+    this.backoffMs = options.restartDelayMs;
+  }
 
   start(): void {
     const { python, modelDir, dataDir, device, log } = this.options;
@@ -141,6 +145,7 @@ export class TrainerWorker {
         maxTokens: event.maxTokens,
       });
       this.options.log.info({ device: event.device, pid: this.info.pid }, "trainer worker ready");
+      this.backoffMs = this.options.restartDelayMs;
       for (const waiter of this.readyWaiters.splice(0)) waiter();
       return;
     }
@@ -173,12 +178,13 @@ export class TrainerWorker {
       this.info.state = "stopped";
       return;
     }
+    const diedStarting = this.info.state === "starting" || this.info.state === "restarting";
     this.info.state = "restarting";
     this.info.restarts += 1;
-    this.options.log.error(
-      { code, signal, stderr: this.stderrTail.slice(-5) },
-      "trainer worker died; restarting",
-    );
-    setTimeout(() => this.start(), this.options.restartDelayMs).unref();
+    const delay = this.backoffMs;
+    if (diedStarting) this.backoffMs = Math.min(Math.max(delay * 2, 1_000), 60_000);
+    const stderr = this.stderrTail.slice(-5);
+    this.options.log.error({ code, signal, delay, stderr }, "trainer worker died; restarting");
+    setTimeout(() => this.start(), delay).unref();
   }
 }

@@ -1,14 +1,16 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { join } from "node:path";
-import type { stackComponents } from "@bridle/cli/stack";
+import type { Component } from "./components.ts";
 
-type Component = ReturnType<typeof stackComponents>[number];
-
-/** A stack component started from the launcher's own definition, as `bridle up` would start it. */
+/**
+ * One stack component started on its own from the launcher's definition, as `bridle up` would start
+ * it but without the supervisor: for tests and benchmarks that need a few real pieces.
+ */
 export interface Running {
   name: string;
-  stop(): Promise<void>;
+  pid: number;
+  stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
 /** Starts a component (command, args, env from `components.ts`) and waits for its health URL. */
@@ -41,10 +43,11 @@ export async function startComponent(
   }
   return {
     name: component.name,
-    async stop() {
+    pid: child.pid ?? 0,
+    async stop(signal: NodeJS.Signals = "SIGTERM") {
       if (child.exitCode !== null || child.pid === undefined) return;
       const exited = new Promise((r) => child.once("exit", r));
-      process.kill(-child.pid, "SIGTERM");
+      process.kill(-child.pid, signal); // the whole group: vLLM's engine core is a child process
       const timer = setTimeout(() => child.pid && process.kill(-child.pid, "SIGKILL"), 10_000);
       await exited;
       clearTimeout(timer);

@@ -8,7 +8,7 @@ export default defineConfig({
     env: testStackEnv,
     pool: "forks",
     fileParallelism: false,
-    testTimeout: 180_000,
+    testTimeout: 300_000,
     hookTimeout: 600_000,
   },
 });

@@ -11,4 +11,5 @@ export * from "./rollout.ts";
 export * from "./serving.ts";
 export * from "./task-queues.ts";
 export * from "./tasks.ts";
+export * from "./training.ts";
 export * from "./verifier.ts";

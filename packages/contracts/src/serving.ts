@@ -1,5 +1,21 @@
 import { z } from "zod";
 
+const Segment = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/, "letters, digits, '.', '_' or '-'");
+
+/** An adapter's name: `<model>/<harness>/<run>`. Its versions are served as `<name>@v<N>`. */
+export const AdapterName = z
+  .string()
+  .refine((s) => s.split("/").length === 3 && s.split("/").every((p) => Segment.safeParse(p).success), {
+    message: "expected <model>/<harness>/<run>, each part letters, digits, '.', '_' or '-'",
+  });
+export type AdapterName = z.infer<typeof AdapterName>;
+
+/** Which adapter version served a completion; null when the base model did. */
+export const AdapterStamp = z
+  .object({ name: AdapterName, version: z.number().int(), servedName: z.string(), hash: z.string() })
+  .nullable();
+export type AdapterStamp = z.infer<typeof AdapterStamp>;
+
 /** What the model server says about the base model it serves. */
 export const BaseModelInfo = z.object({
   id: z.string().describe("Served name of the base model"),
@@ -11,7 +27,11 @@ export type BaseModelInfo = z.infer<typeof BaseModelInfo>;
 
 /** A short completion, asked for with token ids and logprobs, as training needs them. */
 export const CompletionRequest = z.object({
-  model: z.string().min(1).optional().describe("Served model or adapter name; the base model if absent"),
+  model: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("Base model, adapter name (its current version) or `<name>@v<N>`; the base model if absent"),
   prompt: z.string().min(1).max(8_000),
   maxTokens: z.number().int().min(1).max(256).default(16),
   temperature: z.number().min(0).max(2).default(0),
@@ -21,6 +41,9 @@ export type CompletionRequest = z.infer<typeof CompletionRequest>;
 
 export const CompletionResult = z.object({
   model: z.string(),
+  adapter: AdapterStamp.describe(
+    "The adapter version and hash that served this completion; null for the base model",
+  ),
   text: z.string(),
   finishReason: z.string().nullable(),
   promptTokenIds: z.array(z.number().int()),
@@ -28,3 +51,65 @@ export const CompletionResult = z.object({
   logprobs: z.array(z.number()),
 });
 export type CompletionResult = z.infer<typeof CompletionResult>;
+
+export const AdapterState = z.enum(["loading", "serving", "retired", "failed"]);
+export type AdapterState = z.infer<typeof AdapterState>;
+
+/** One version of an adapter, as the registry keeps it across restarts. */
+export const AdapterVersion = z.object({
+  name: AdapterName,
+  version: z.number().int().min(1),
+  servedName: z.string().describe("The model name vLLM serves it under: `<name>@v<version>`"),
+  path: z.string(),
+  hash: z.string().describe("sha256 over adapter_config.json and adapter_model.safetensors"),
+  step: z.number().int().nullable().describe("The trainer step that produced it"),
+  state: AdapterState,
+  error: z.object({ code: z.string(), message: z.string() }).nullable(),
+  canaryDelta: z
+    .number()
+    .nullable()
+    .describe("Largest |logprob difference| from the base model on the canary prompt"),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+});
+export type AdapterVersion = z.infer<typeof AdapterVersion>;
+
+export const AdapterView = z.object({
+  name: AdapterName,
+  current: z.number().int().nullable().describe("The newest serving version; what the bare name routes to"),
+  versions: z.array(AdapterVersion),
+});
+export type AdapterView = z.infer<typeof AdapterView>;
+
+/** Load a new version of an adapter from a PEFT directory the model server can read. */
+export const LoadAdapterRequest = z
+  .object({
+    path: z.string().min(1),
+    step: z.number().int().min(0).optional(),
+    version: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe("Makes the load idempotent: the same version and content returns the existing record"),
+  })
+  .strict();
+export type LoadAdapterRequest = z.infer<typeof LoadAdapterRequest>;
+
+/** Log-probabilities of given completion tokens after a prompt, under a model or adapter. */
+export const ScoreRequest = z
+  .object({
+    model: z.string().min(1).optional(),
+    promptTokenIds: z.array(z.number().int().nonnegative()).min(1),
+    completionTokenIds: z.array(z.number().int().nonnegative()).min(1),
+  })
+  .strict();
+export type ScoreRequest = z.infer<typeof ScoreRequest>;
+
+export const ScoreResult = z.object({
+  model: z.string(),
+  adapter: AdapterStamp,
+  logprobs: z.array(z.number()),
+  sum: z.number(),
+});
+export type ScoreResult = z.infer<typeof ScoreResult>;

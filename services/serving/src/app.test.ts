@@ -1,14 +1,20 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createLogger } from "@bridle/service-kit";
 import { errorOf, issuePaths, openApiOf } from "@bridle/service-kit/testing";
 import { describe, expect, it } from "vitest";
+import { AdapterManager } from "./adapters.ts";
 import { createServingApp } from "./app.ts";
+import { AdapterRegistry } from "./registry.ts";
 import { VllmClient } from "./vllm.ts";
 
 // Port 1 has no model server: the real "model server down" path, not a stand-in.
-const app = createServingApp({
-  log: createLogger("serving", "silent"),
-  vllm: new VllmClient("http://127.0.0.1:1", 2_000),
-});
+const log = createLogger("serving", "silent");
+const vllm = new VllmClient("http://127.0.0.1:1", 2_000);
+const registry = new AdapterRegistry(mkdtempSync(join(tmpdir(), "bridle-serving-test-")));
+const limits = { maxLoras: 2, maxLoraRank: 16, keepVersions: 2, monitorMs: 60_000 };
+const app = createServingApp({ log, vllm, adapters: new AdapterManager(registry, vllm, limits, log) });
 
 describe("serving API contract", () => {
   it("rejects an invalid completion request with 400 and paths", async () => {

@@ -1,10 +1,38 @@
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { BaseEnv, loadEnv } from "@bridle/service-kit";
 import { z } from "zod";
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 
 export const ServingEnv = BaseEnv.extend({
   PORT: z.coerce.number().int().min(1).max(65_535).default(8701),
   VLLM_URL: z.string().url().default("http://127.0.0.1:8000"),
   VLLM_TIMEOUT_MS: z.coerce.number().int().positive().default(120_000),
+  SERVING_DATA_DIR: z
+    .string()
+    .min(1)
+    .default(join(repoRoot, ".bridle", "data", "serving"))
+    .describe("Holds the adapter registry (SQLite)"),
+  SERVING_MAX_LORAS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(4)
+    .describe("vLLM's --max-loras: versions loaded at once"),
+  SERVING_MAX_LORA_RANK: z.coerce.number().int().min(1).default(16).describe("vLLM's --max-lora-rank"),
+  SERVING_KEEP_VERSIONS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(2)
+    .describe("Serving versions kept per adapter (the newest, plus older ones for in-flight rollouts)"),
+  SERVING_MONITOR_MS: z.coerce
+    .number()
+    .int()
+    .min(100)
+    .default(2_000)
+    .describe("How often the model server's adapter list is checked (a restart loses adapters)"),
 });
 export type ServingEnv = z.infer<typeof ServingEnv>;
 

@@ -1,13 +1,33 @@
 import { createLogger, orExit, serveApp } from "@bridle/service-kit";
+import { AdapterManager } from "./adapters.ts";
 import { createServingApp } from "./app.ts";
 import { loadServingEnv } from "./env.ts";
+import { AdapterRegistry } from "./registry.ts";
 import { VllmClient } from "./vllm.ts";
 
 const env = orExit(loadServingEnv);
 const log = createLogger("serving", env.LOG_LEVEL);
-const app = createServingApp({
+const vllm = new VllmClient(env.VLLM_URL, env.VLLM_TIMEOUT_MS);
+const registry = new AdapterRegistry(env.SERVING_DATA_DIR);
+const adapters = new AdapterManager(
+  registry,
+  vllm,
+  {
+    maxLoras: env.SERVING_MAX_LORAS,
+    maxLoraRank: env.SERVING_MAX_LORA_RANK,
+    keepVersions: env.SERVING_KEEP_VERSIONS,
+    monitorMs: env.SERVING_MONITOR_MS,
+  },
   log,
-  vllm: new VllmClient(env.VLLM_URL, env.VLLM_TIMEOUT_MS),
-  bodyLimitBytes: env.BODY_LIMIT_BYTES,
+);
+adapters.start();
+const app = createServingApp({ log, vllm, adapters, bodyLimitBytes: env.BODY_LIMIT_BYTES });
+serveApp(app, {
+  host: env.HOST,
+  port: env.PORT,
+  log,
+  onShutdown: () => {
+    adapters.stop();
+    registry.close();
+  },
 });
-serveApp(app, { host: env.HOST, port: env.PORT, log });

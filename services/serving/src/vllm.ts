@@ -1,4 +1,4 @@
-import type { BaseModelInfo, CompletionResult } from "@bridle/contracts";
+import type { BaseModelInfo } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
 import { z } from "zod";
 
@@ -23,12 +23,25 @@ const Completion = z.object({
         token_ids: z.array(z.number().int()).nullish(),
         prompt_token_ids: z.array(z.number().int()).nullish(),
         logprobs: z.object({ token_logprobs: z.array(z.number().nullable()) }).nullish(),
+        prompt_logprobs: z
+          .array(z.record(z.string(), z.object({ logprob: z.number() })).nullable())
+          .nullish(),
       }),
     )
     .min(1),
 });
 
-/** A thin client for the vLLM OpenAI-compatible server. */
+/** A completion as vLLM returns it, before Bridle stamps it. */
+export interface RawCompletion {
+  model: string;
+  text: string;
+  finishReason: string | null;
+  promptTokenIds: number[];
+  completionTokenIds: number[];
+  logprobs: number[];
+}
+
+/** A thin client for the vLLM OpenAI-compatible server, including its runtime LoRA endpoints. */
 export class VllmClient {
   constructor(
     readonly baseUrl: string,
@@ -48,6 +61,23 @@ export class VllmClient {
     };
   }
 
+  /** Loads an adapter under a new name (vLLM answers 200 with plain text). */
+  async loadLora(name: string, path: string): Promise<void> {
+    await callJson(`${this.baseUrl}/v1/load_lora_adapter`, {
+      schema: z.unknown(),
+      body: { lora_name: name, lora_path: path },
+      timeoutMs: this.timeoutMs,
+    });
+  }
+
+  async unloadLora(name: string): Promise<void> {
+    await callJson(`${this.baseUrl}/v1/unload_lora_adapter`, {
+      schema: z.unknown(),
+      body: { lora_name: name },
+      timeoutMs: 30_000,
+    });
+  }
+
   /** A plain completion with the token ids and sampling logprobs that training needs. */
   async complete(input: {
     model: string;
@@ -55,7 +85,7 @@ export class VllmClient {
     maxTokens: number;
     temperature: number;
     seed?: number | undefined;
-  }): Promise<CompletionResult> {
+  }): Promise<RawCompletion> {
     const response = await callJson(`${this.baseUrl}/v1/completions`, {
       schema: Completion,
       timeoutMs: this.timeoutMs,
@@ -78,5 +108,31 @@ export class VllmClient {
       completionTokenIds: choice.token_ids ?? [],
       logprobs: (choice.logprobs?.token_logprobs ?? []).map((lp) => lp ?? 0),
     };
+  }
+
+  /**
+   * The log-probability of each token of `tokens` after the first, under `model` (vLLM's
+   * prompt_logprobs): scoring a given text without sampling anything.
+   */
+  async promptLogprobs(model: string, tokens: number[] | string): Promise<number[]> {
+    const response = await callJson(`${this.baseUrl}/v1/completions`, {
+      schema: Completion,
+      timeoutMs: this.timeoutMs,
+      body: {
+        model,
+        prompt: tokens,
+        max_tokens: 1,
+        temperature: 0,
+        prompt_logprobs: 0,
+        return_token_ids: true,
+      },
+    });
+    const choice = response.choices[0]!;
+    const ids = choice.prompt_token_ids ?? [];
+    return (choice.prompt_logprobs ?? []).slice(1).map((entry, i) => {
+      const lp = entry?.[String(ids[i + 1])]?.logprob;
+      if (lp === undefined) throw new Error(`the model server gave no logprob for prompt token ${i + 1}`);
+      return lp;
+    });
   }
 }

@@ -18,6 +18,7 @@ import { type ComponentState, ensureDirs, paths, readState, type StackState, tai
 
 export { stackComponents } from "./components.ts";
 export { loadStackConfig, type StackConfig } from "./config.ts";
+export { type Running, startComponent } from "./start-one.ts";
 export { Supervisor } from "./supervisor.ts";
 
 /** A failure the user can act on; the CLI prints its message without a stack trace. */

@@ -1,12 +1,22 @@
-import { BaseModelInfo, CompletionRequest, CompletionResult, ErrorBody } from "@bridle/contracts";
+import {
+  type AdapterStamp,
+  BaseModelInfo,
+  CompletionRequest,
+  CompletionResult,
+  ErrorBody,
+  ScoreRequest,
+  ScoreResult,
+} from "@bridle/contracts";
 import { createRouter, httpError, ServiceError } from "@bridle/service-kit";
 import { createRoute } from "@hono/zod-openapi";
+import type { AdapterManager } from "../adapters.ts";
 import type { VllmClient } from "../vllm.ts";
 
 const errors = {
   400: { description: "Invalid request", content: { "application/json": { schema: ErrorBody } } },
+  404: { description: "Unknown adapter", content: { "application/json": { schema: ErrorBody } } },
   503: {
-    description: "Model server unavailable (retryable)",
+    description: "Model server or adapter unavailable (retryable)",
     content: { "application/json": { schema: ErrorBody } },
   },
 };
@@ -18,7 +28,37 @@ function upstream(err: unknown): never {
   throw httpError(503, "model_server_unavailable", `model server: ${message}`, { retryable: true });
 }
 
-export function modelRoutes(vllm: VllmClient) {
+/**
+ * Routes a request to the base model or an adapter version, and stamps the answer with the version
+ * and hash that served it. If vLLM no longer knows a version we serve, it restarted: the caller gets
+ * a retryable 503 (never the base model) while the monitor reloads.
+ */
+async function routed<T>(
+  vllm: VllmClient,
+  manager: AdapterManager,
+  model: string | undefined,
+  call: (served: string) => Promise<T>,
+): Promise<{ value: T; adapter: AdapterStamp }> {
+  const target = model ?? (await vllm.baseModel().catch(upstream)).id;
+  const version = manager.resolve(target);
+  try {
+    const value = await call(version?.servedName ?? target);
+    const adapter = version
+      ? { name: version.name, version: version.version, servedName: version.servedName, hash: version.hash }
+      : null;
+    return { value, adapter };
+  } catch (err) {
+    if (version && err instanceof ServiceError && err.status === 404) {
+      manager.suspectLoss();
+      throw httpError(503, "adapter_reloading", `${version.servedName} is being reloaded; retry shortly`, {
+        retryable: true,
+      });
+    }
+    return upstream(err);
+  }
+}
+
+export function modelRoutes(vllm: VllmClient, manager: AdapterManager) {
   return createRouter()
     .openapi(
       createRoute({
@@ -36,7 +76,7 @@ export function modelRoutes(vllm: VllmClient) {
       createRoute({
         method: "post",
         path: "/completions",
-        summary: "A short completion with token ids and logprobs",
+        summary: "A short completion with token ids and logprobs, stamped with the adapter that served it",
         request: { body: { content: { "application/json": { schema: CompletionRequest } }, required: true } },
         responses: {
           200: { description: "Completion", content: { "application/json": { schema: CompletionResult } } },
@@ -45,9 +85,32 @@ export function modelRoutes(vllm: VllmClient) {
       }),
       async (c) => {
         const body = c.req.valid("json");
-        const model = body.model ?? (await vllm.baseModel().catch(upstream)).id;
-        const result = await vllm.complete({ ...body, model, seed: body.seed }).catch(upstream);
-        return c.json(result, 200);
+        const { value, adapter } = await routed(vllm, manager, body.model, (model) =>
+          vllm.complete({ ...body, model, seed: body.seed }),
+        );
+        return c.json({ ...value, adapter }, 200);
+      },
+    )
+    .openapi(
+      createRoute({
+        method: "post",
+        path: "/score",
+        summary: "Log-probabilities of given completion tokens after a prompt (nothing is sampled)",
+        request: { body: { content: { "application/json": { schema: ScoreRequest } }, required: true } },
+        responses: {
+          200: { description: "Scores", content: { "application/json": { schema: ScoreResult } } },
+          ...errors,
+        },
+      }),
+      async (c) => {
+        const body = c.req.valid("json");
+        const { value, adapter } = await routed(vllm, manager, body.model, async (model) => ({
+          model,
+          all: await vllm.promptLogprobs(model, [...body.promptTokenIds, ...body.completionTokenIds]),
+        }));
+        const logprobs = value.all.slice(body.promptTokenIds.length - 1);
+        const sum = logprobs.reduce((a, b) => a + b, 0);
+        return c.json({ model: value.model, adapter, logprobs, sum }, 200);
       },
     );
 }

@@ -1,0 +1,56 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { closeSync, openSync } from "node:fs";
+import { join } from "node:path";
+import type { Component } from "./components.ts";
+
+/**
+ * One stack component started on its own from the launcher's definition, as `bridle up` would start
+ * it but without the supervisor: for tests and benchmarks that need a few real pieces.
+ */
+export interface Running {
+  name: string;
+  pid: number;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** Starts a component (command, args, env from `components.ts`) and waits for its health URL. */
+export async function startComponent(
+  component: Component,
+  logDir: string,
+  timeoutMs = 300_000,
+): Promise<Running> {
+  if (component.health.kind !== "http") throw new Error(`${component.name}: only HTTP health checks here`);
+  const healthUrl = component.health.url;
+  const log = join(logDir, `${component.name}.log`);
+  const fd = openSync(log, "a");
+  const child: ChildProcess = spawn(component.command, component.args, {
+    env: { ...process.env, ...component.env },
+    stdio: ["ignore", fd, fd],
+    detached: true,
+  });
+  closeSync(fd);
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (child.exitCode !== null)
+      throw new Error(`${component.name} exited with ${child.exitCode}; see ${log}`);
+    const ok = await fetch(healthUrl).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) break;
+    if (Date.now() > deadline) throw new Error(`${component.name} not healthy in time; see ${log}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  return {
+    name: component.name,
+    pid: child.pid ?? 0,
+    async stop(signal: NodeJS.Signals = "SIGTERM") {
+      if (child.exitCode !== null || child.pid === undefined) return;
+      const exited = new Promise((r) => child.once("exit", r));
+      process.kill(-child.pid, signal); // the whole group: vLLM's engine core is a child process
+      const timer = setTimeout(() => child.pid && process.kill(-child.pid, "SIGKILL"), 10_000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}

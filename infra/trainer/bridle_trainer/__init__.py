@@ -1,0 +1,1 @@
+"""Bridle's resident LoRA trainer: GRPO steps with torch + PEFT, exactly once per (run, step)."""

@@ -1,0 +1,98 @@
+"""The resident worker: JSON lines on stdin (requests) and stdout (events), logs on stderr.
+
+Protocol, one JSON object per line:
+  worker -> {"type": "ready", "device", "vocabSize", "maxTokens"} once the model is loaded
+  service -> {"id", "op": "step", "request": {run, step, config, trajectories, batchHash?}}
+  worker -> {"type": "progress", "id", "phase", "done", "total"} while a step runs
+  worker -> {"type": "result", "id", "result"} or {"type": "error", "id", "error": {status, code, message}}
+Requests are handled one at a time, in order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, TextIO
+
+from .errors import StepError
+from .trainer import Trainer
+
+log = logging.getLogger("bridle_trainer")
+
+
+class Channel:
+    """Writes protocol events to the real stdout; everything else printed goes to stderr."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def send(self, event: dict[str, Any]) -> None:
+        self.out.write(json.dumps(event, allow_nan=False) + "\n")
+        self.out.flush()
+
+
+def handle(trainer: Trainer, channel: Channel, message: dict[str, Any]) -> None:
+    request_id = message.get("id")
+    try:
+        if message.get("op") != "step":
+            raise StepError(400, "unknown_op", f"unknown op {message.get('op')!r}")
+
+        def progress(phase: str, done: int, total: int) -> None:
+            channel.send({"type": "progress", "id": request_id, "phase": phase, "done": done, "total": total})
+
+        result = trainer.step(message.get("request"), progress)
+        channel.send({"type": "result", "id": request_id, "result": result})
+    except StepError as err:
+        channel.send({"type": "error", "id": request_id, "error": err.to_json()})
+    except Exception as err:
+        log.error("step failed: %s", traceback.format_exc())
+        channel.send(
+            {
+                "type": "error",
+                "id": request_id,
+                "error": {"status": 500, "code": "trainer_failed", "message": f"{type(err).__name__}: {err}"},
+            }
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", required=True, type=Path, help="base model directory (HF safetensors)")
+    parser.add_argument("--data", required=True, type=Path, help="where step records and adapters live")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:n]")
+    args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    channel = Channel(sys.stdout)
+    sys.stdout = sys.stderr  # libraries that print must not corrupt the protocol
+    trainer = Trainer(args.model, args.data, args.device)
+    channel.send(
+        {
+            "type": "ready",
+            "device": trainer.device.type,
+            "vocabSize": trainer.vocab_size,
+            "maxTokens": trainer.max_tokens,
+        }
+    )
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError as err:
+            channel.send(
+                {
+                    "type": "error",
+                    "id": None,
+                    "error": {"status": 400, "code": "invalid_json", "message": str(err)},
+                }
+            )
+            continue
+        handle(trainer, channel, message)
+
+
+if __name__ == "__main__":
+    main()

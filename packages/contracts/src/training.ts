@@ -1,0 +1,127 @@
+import { z } from "zod";
+
+/** A trainer run id: letters, digits, `.`, `_` and `-`; the step records live under it. */
+export const RunId = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, "1-128 letters, digits, '.', '_' or '-'");
+
+const TokenIds = z.array(z.number().int().nonnegative()).min(1);
+
+/** One model call of a rollout, as the guard captured it. */
+export const ModelCall = z
+  .object({
+    promptTokenIds: TokenIds,
+    completionTokenIds: TokenIds,
+    logprobs: z.array(z.number().max(0)).describe("Sampling logprob of each completion token"),
+  })
+  .superRefine((call, ctx) => {
+    if (call.logprobs.length !== call.completionTokenIds.length) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["logprobs"],
+        message: `has ${call.logprobs.length} entries for ${call.completionTokenIds.length} completion tokens`,
+      });
+    }
+  });
+export type ModelCall = z.infer<typeof ModelCall>;
+
+/** One scored rollout. Advantages are computed per `group` (the rollouts of one task). */
+export const ScoredTrajectory = z.object({
+  group: z.string().min(1),
+  reward: z.number(),
+  calls: z.array(ModelCall).min(1),
+});
+export type ScoredTrajectory = z.infer<typeof ScoredTrajectory>;
+
+/** LoRA shape (fixed within a run) and GRPO settings. */
+export const TrainConfig = z
+  .object({
+    rank: z.number().int().min(1).max(256).default(8),
+    alpha: z.number().positive().default(16),
+    targetModules: z
+      .array(z.string().min(1))
+      .min(1)
+      .default(["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]),
+    learningRate: z.number().positive().default(1e-5),
+    clipEpsilon: z.number().positive().default(0.2),
+    klCoef: z.number().nonnegative().default(0).describe("Weight of KL(policy || base); 0 turns it off"),
+    scaleByStd: z.boolean().default(false).describe("Divide advantages by the group's standard deviation"),
+    iterations: z.number().int().min(1).max(64).default(1).describe("Optimiser updates on this batch"),
+    microBatchSize: z.number().int().min(1).max(1024).default(8),
+    maxGradNorm: z.number().positive().default(1),
+    seed: z.number().int().nonnegative().default(0).describe("Seeds the adapter's initialisation"),
+  })
+  .strict();
+export type TrainConfig = z.infer<typeof TrainConfig>;
+
+/** A step of a run: trained exactly once, from the state that step - 1 committed. */
+export const TrainStepRequest = z
+  .object({
+    run: RunId,
+    step: z.number().int().min(1),
+    config: TrainConfig.default(TrainConfig.parse({})),
+    trajectories: z.array(ScoredTrajectory).min(1, "the batch is empty"),
+  })
+  .strict();
+export type TrainStepRequest = z.infer<typeof TrainStepRequest>;
+
+/** The committed record of a step. Resubmitting the step returns it again (`replayed: true`). */
+export const TrainStepResult = z.object({
+  run: RunId,
+  step: z.number().int(),
+  applied: z.boolean().describe("False when the step changed nothing (see noopReason)"),
+  noopReason: z.enum(["zero_advantage"]).nullable(),
+  adapterPath: z.string().describe("PEFT adapter directory, loadable by vLLM"),
+  adapterHash: z.string().describe("sha256 over adapter_config.json and adapter_model.safetensors"),
+  batchHash: z.string(),
+  loss: z.number(),
+  clipFraction: z.number(),
+  kl: z.number(),
+  advantages: z.array(z.number()),
+  completionTokens: z.number().int(),
+  calls: z.number().int(),
+  tokens: z.number().int().describe("Tokens processed by forward and backward passes"),
+  iterations: z.number().int(),
+  optimizerSteps: z.number().int().describe("Updates applied to this run in total, this step included"),
+  tokensPerSecond: z.number(),
+  elapsedMs: z.number().int(),
+  device: z.string(),
+  completedAt: z.string(),
+  replayed: z.boolean(),
+});
+export type TrainStepResult = z.infer<typeof TrainStepResult>;
+
+export const StepProgress = z.object({
+  phase: z.enum(["queued", "train", "save"]),
+  done: z.number().int(),
+  total: z.number().int(),
+});
+export type StepProgress = z.infer<typeof StepProgress>;
+
+/** What `GET /v1/steps/{run}/{step}` says: poll it for activity heartbeats. */
+export const TrainStepView = z.discriminatedUnion("state", [
+  z.object({ state: z.literal("running"), run: RunId, step: z.number().int(), progress: StepProgress }),
+  z.object({ state: z.literal("done"), run: RunId, step: z.number().int(), result: TrainStepResult }),
+  z.object({
+    state: z.literal("failed"),
+    run: RunId,
+    step: z.number().int(),
+    error: z.object({
+      status: z.number().int(),
+      code: z.string().describe("e.g. `worker_crashed` (retryable: resubmit to redo from the last commit)"),
+      message: z.string(),
+      retryable: z.boolean(),
+    }),
+  }),
+]);
+export type TrainStepView = z.infer<typeof TrainStepView>;
+
+/** The trainer worker as its service sees it. */
+export const TrainerWorkerInfo = z.object({
+  state: z.enum(["starting", "ready", "busy", "restarting", "stopped"]),
+  pid: z.number().int().nullable(),
+  device: z.string().nullable(),
+  vocabSize: z.number().int().nullable(),
+  restarts: z.number().int(),
+});
+export type TrainerWorkerInfo = z.infer<typeof TrainerWorkerInfo>;

@@ -1,0 +1,292 @@
+import {
+  AdapterName,
+  type AdapterVersion,
+  type AdapterView,
+  type LoadAdapterRequest,
+} from "@bridle/contracts";
+import { httpError, type Logger, ServiceError } from "@bridle/service-kit";
+import { InvalidAdapterError, inspectAdapter } from "./adapter-files.ts";
+import { Canary } from "./canary.ts";
+import { type AdapterRegistry, servedName } from "./registry.ts";
+import type { VllmClient } from "./vllm.ts";
+
+export interface AdapterSettings {
+  maxLoras: number;
+  maxLoraRank: number;
+  keepVersions: number;
+  monitorMs: number;
+}
+
+type Health = "starting" | "up" | "down" | "reloading";
+const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
+const retryable = (err: unknown) => !(err instanceof ServiceError) || err.retryable;
+
+/**
+ * Loads, proves, routes and retires adapter versions on the model server. Every change to what
+ * vLLM has loaded goes through one queue, so loads, retirements and reloads never interleave.
+ * A monitor notices when the model server lost its adapters (it restarted) and loads the serving
+ * versions again; meanwhile requests for adapters get retryable 503s, never the base model.
+ */
+export class AdapterManager {
+  private queue: Promise<unknown> = Promise.resolve();
+  private health: Health = "starting";
+  private timer: NodeJS.Timeout | undefined;
+  readonly canary: Canary;
+
+  constructor(
+    private readonly registry: AdapterRegistry,
+    private readonly vllm: VllmClient,
+    private readonly settings: AdapterSettings,
+    private readonly log: Logger,
+  ) {
+    this.canary = new Canary(vllm);
+    for (const v of registry.inState("loading")) {
+      registry.setState(v.name, v.version, "failed", {
+        error: { code: "load_interrupted", message: "the service stopped while loading this version" },
+      });
+    }
+  }
+
+  /** Starts the monitor; its first check runs at once. */
+  start(): void {
+    void this.check();
+    this.timer = setInterval(() => void this.check(), this.settings.monitorMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  view(name: string): AdapterView | undefined {
+    const versions = this.registry.versions(name);
+    if (versions.length === 0) return undefined;
+    return { name, current: this.registry.current(name)?.version ?? null, versions };
+  }
+
+  list(): AdapterView[] {
+    return this.registry.names().map((n) => this.view(n)!);
+  }
+
+  private exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(work, work);
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private requireUp(): void {
+    if (this.health === "up") return;
+    const what = this.health === "down" ? "is unreachable" : "is (re)loading adapters";
+    throw httpError(
+      503,
+      this.health === "down" ? "model_server_unavailable" : "adapter_reloading",
+      `the model server ${what}; retry shortly`,
+      {
+        retryable: true,
+      },
+    );
+  }
+
+  /** Loads a new version, proves it with the canary, then applies the retention policy. */
+  load(name: string, request: LoadAdapterRequest): Promise<AdapterVersion> {
+    return this.exclusive(async () => {
+      let hash: string;
+      try {
+        hash = inspectAdapter(request.path, this.settings.maxLoraRank).hash;
+      } catch (err) {
+        if (err instanceof InvalidAdapterError) throw httpError(422, "invalid_adapter", err.message);
+        throw err;
+      }
+      if (request.version !== undefined) {
+        const existing = this.registry.get(name, request.version);
+        if (existing?.hash === hash && existing.state === "serving") return existing;
+        const next = this.registry.nextVersion(name);
+        if (existing || request.version < next) {
+          throw httpError(
+            409,
+            "version_exists",
+            `${servedName(name, request.version)} exists (${existing?.state ?? "an earlier number"}); versions only go up, next is ${next}`,
+          );
+        }
+      }
+      this.requireUp();
+      const version = request.version ?? this.registry.nextVersion(name);
+      await this.freeSlot();
+      const record = this.registry.insert({
+        name,
+        version,
+        path: request.path,
+        hash,
+        step: request.step ?? null,
+      });
+      const log = this.log.child({ adapter: record.servedName });
+      const proven = await this.loadAndProve(record);
+      if (proven.state !== "serving") {
+        log.warn({ error: proven.error }, "adapter version failed; earlier versions keep serving");
+        const status = proven.error?.code === "model_server_unavailable" ? 503 : 422;
+        throw httpError(
+          status,
+          proven.error?.code ?? "load_failed",
+          `${record.servedName}: ${proven.error?.message}`,
+          {
+            retryable: status === 503,
+          },
+        );
+      }
+      log.info({ hash, canaryDelta: proven.canaryDelta }, "adapter version serving");
+      await this.applyRetention(name);
+      return this.registry.get(name, version)!;
+    });
+  }
+
+  /** Loads a version into vLLM and runs the canary; records the outcome (serving or failed). */
+  private async loadAndProve(v: AdapterVersion): Promise<AdapterVersion> {
+    const fail = (code: string, text: string) =>
+      this.registry.setState(v.name, v.version, "failed", { error: { code, message: text } });
+    try {
+      await this.vllm.loadLora(v.servedName, v.path);
+    } catch (err) {
+      return fail(
+        retryable(err) ? "model_server_unavailable" : "load_rejected",
+        `vLLM refused the adapter: ${message(err)}`,
+      );
+    }
+    try {
+      const delta = await this.canary.deltaFromBase(v.servedName);
+      if (delta < Canary.minDelta) {
+        await this.unload(v.servedName);
+        return fail(
+          "canary_equals_base",
+          `outputs equal the base model's on the canary prompt (max |delta logprob| ${delta}); the adapter is not applied`,
+        );
+      }
+      return this.registry.setState(v.name, v.version, "serving", { error: null, canaryDelta: delta });
+    } catch (err) {
+      await this.unload(v.servedName).catch(() => undefined);
+      return fail("model_server_unavailable", `canary failed: ${message(err)}`);
+    }
+  }
+
+  /** Retires a version: unloads it from vLLM and marks it retired. Idempotent. */
+  retire(name: string, version: number): Promise<AdapterVersion> {
+    return this.exclusive(async () => {
+      const v = this.registry.get(name, version);
+      if (!v) throw httpError(404, "adapter_not_found", `no version ${version} of ${name}`);
+      if (v.state !== "serving") return v;
+      await this.unload(v.servedName);
+      this.log.info({ adapter: v.servedName }, "adapter version retired");
+      return this.registry.setState(name, version, "retired");
+    });
+  }
+
+  private async unload(served: string): Promise<void> {
+    try {
+      await this.vllm.unloadLora(served);
+    } catch (err) {
+      if (!(err instanceof ServiceError && err.status === 404)) throw err;
+    }
+  }
+
+  /** Makes room under --max-loras by retiring the oldest versions that are not an adapter's current. */
+  private async freeSlot(): Promise<void> {
+    let serving = this.registry.inState("serving");
+    while (serving.length >= this.settings.maxLoras) {
+      const victim = serving.find((v) => this.registry.current(v.name)?.version !== v.version);
+      if (!victim) {
+        throw httpError(
+          409,
+          "no_adapter_slot",
+          `all ${this.settings.maxLoras} adapter slots (--max-loras) hold current versions; retire one first`,
+        );
+      }
+      await this.unload(victim.servedName);
+      this.registry.setState(victim.name, victim.version, "retired");
+      this.log.info({ adapter: victim.servedName }, "retired to free an adapter slot");
+      serving = this.registry.inState("serving");
+    }
+  }
+
+  private async applyRetention(name: string): Promise<void> {
+    const serving = this.registry.versions(name).filter((v) => v.state === "serving");
+    for (const v of serving.slice(0, Math.max(0, serving.length - this.settings.keepVersions))) {
+      await this.unload(v.servedName);
+      this.registry.setState(v.name, v.version, "retired");
+      this.log.info({ adapter: v.servedName }, "retired by retention");
+    }
+  }
+
+  /** Which version a request's `model` names: undefined for a non-adapter (the base model). */
+  resolve(model: string): AdapterVersion | undefined {
+    const at = /^(.+)@v(\d+)$/.exec(model);
+    const name = at ? at[1]! : model;
+    if (!AdapterName.safeParse(name).success) return undefined;
+    const v = at ? this.registry.get(name, Number(at[2])) : this.registry.current(name);
+    if (!v) {
+      const known = this.registry.versions(name).length > 0;
+      throw httpError(
+        404,
+        "adapter_not_found",
+        known ? `${model} is not serving` : `no adapter named ${name}`,
+      );
+    }
+    if (v.state !== "serving") throw httpError(409, "adapter_not_serving", `${model} is ${v.state}`);
+    this.requireUp();
+    return v;
+  }
+
+  /** Called when vLLM says it does not know a version we serve: it restarted. Check now. */
+  suspectLoss(): void {
+    this.health = this.health === "up" ? "reloading" : this.health;
+    void this.check();
+  }
+
+  /** One monitor pass: is vLLM up, and does it still have every serving version loaded? */
+  check(): Promise<void> {
+    return this.exclusive(async () => {
+      let loaded: Set<string>;
+      try {
+        loaded = new Set((await this.vllm.baseModel()).adapters.map((a) => a.id));
+      } catch (err) {
+        if (this.health !== "down") this.log.warn({ err: message(err) }, "model server unreachable");
+        this.health = "down";
+        this.canary.forgetBase();
+        return;
+      }
+      const missing = this.registry.inState("serving").filter((v) => !loaded.has(v.servedName));
+      if (missing.length === 0) {
+        if (this.health !== "up") this.log.info({}, "model server up, adapters in place");
+        this.health = "up";
+        return;
+      }
+      this.health = "reloading";
+      this.canary.forgetBase();
+      this.log.warn({ missing: missing.map((v) => v.servedName) }, "model server lost adapters; reloading");
+      for (const v of missing) {
+        const outcome = await this.reloadOne(v);
+        if (outcome.error?.code === "model_server_unavailable") {
+          this.registry.setState(v.name, v.version, "serving", { error: null });
+          return; // vLLM went away again; the next pass retries
+        }
+      }
+      this.health = "up";
+    });
+  }
+
+  private async reloadOne(v: AdapterVersion): Promise<AdapterVersion> {
+    try {
+      if (inspectAdapter(v.path, this.settings.maxLoraRank).hash !== v.hash) {
+        return this.registry.setState(v.name, v.version, "failed", {
+          error: {
+            code: "content_changed",
+            message: `${v.path} no longer holds the content that was proven`,
+          },
+        });
+      }
+    } catch (err) {
+      return this.registry.setState(v.name, v.version, "failed", {
+        error: { code: "invalid_adapter", message: message(err) },
+      });
+    }
+    return this.loadAndProve(v);
+  }
+}

@@ -1,0 +1,159 @@
+import { cpSync, mkdtempSync, rmSync, truncateSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { AdapterVersion, CompletionResult } from "@bridle/contracts";
+import { createLogger } from "@bridle/service-kit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AdapterManager, type AdapterSettings } from "./adapters.ts";
+import { createServingApp } from "./app.ts";
+import { AdapterRegistry } from "./registry.ts";
+import { makeAdapters, startVllm, type VllmProcess } from "./test-support.ts";
+import { VllmClient } from "./vllm.ts";
+
+// A real vLLM (CPU) on the embedded model, started as the stack starts it, with two adapter slots.
+const VLLM_PORT = 19681;
+const settings: AdapterSettings = { maxLoras: 2, maxLoraRank: 16, keepVersions: 2, monitorMs: 300 };
+const NAME = "smollm2/pi/run-a";
+const root = mkdtempSync(join(tmpdir(), "bridle-serving-"));
+const log = createLogger("serving-test", "silent");
+let vllmProcess: VllmProcess;
+let vllm: VllmClient;
+let registry: AdapterRegistry;
+let manager: AdapterManager;
+let app: ReturnType<typeof createServingApp>;
+let random: string[];
+let zero: string;
+
+const post = async (path: string, body: unknown) => {
+  const response = await app.request(path, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+};
+const loadVersion = (path: string, step?: number) =>
+  post(`/v1/adapters/${NAME}/versions`, step === undefined ? { path } : { path, step });
+const complete = (model: string) =>
+  post("/v1/completions", { model, prompt: "def add(a, b):", maxTokens: 6 });
+const errorCode = (body: Record<string, unknown>) => (body.error as { code: string }).code;
+const waitFor = async (ok: () => Promise<boolean>, ms = 120_000) => {
+  const deadline = Date.now() + ms;
+  while (!(await ok())) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((r) => setTimeout(r, 250));
+  }
+};
+
+beforeAll(async () => {
+  random = makeAdapters(join(root, "random"), 3);
+  [zero] = makeAdapters(join(root, "zero"), 1, { zero: true }) as [string];
+  vllmProcess = await startVllm(VLLM_PORT, settings.maxLoras, root);
+  vllm = new VllmClient(vllmProcess.url, 60_000);
+  registry = new AdapterRegistry(join(root, "registry"));
+  manager = new AdapterManager(registry, vllm, settings, log);
+  manager.start();
+  app = createServingApp({ log, vllm, adapters: manager });
+  await waitFor(async () => (await app.request("/v1/base-model")).ok);
+});
+
+afterAll(async () => {
+  manager?.stop();
+  registry?.close();
+  await vllmProcess?.stop();
+  rmSync(root, { recursive: true, force: true });
+});
+
+describe("adapter versions on a real vLLM", () => {
+  it("loads a version under its versioned name, proves it with the canary, and stamps completions", async () => {
+    const { status, body } = await loadVersion(random[0]!, 1);
+    expect(status).toBe(201);
+    const v1 = AdapterVersion.parse(body);
+    expect(v1).toMatchObject({ servedName: `${NAME}@v1`, state: "serving", step: 1, error: null });
+    expect(v1.canaryDelta).toBeGreaterThan(1e-4);
+
+    const adapted = CompletionResult.parse((await complete(NAME)).body);
+    const base = CompletionResult.parse((await complete(vllmProcess.modelName)).body);
+    expect(adapted.adapter).toEqual({ name: NAME, version: 1, servedName: `${NAME}@v1`, hash: v1.hash });
+    expect(base.adapter).toBeNull();
+    expect(adapted.logprobs).not.toEqual(base.logprobs);
+    expect(CompletionResult.parse((await complete(`${NAME}@v1`)).body).adapter?.version).toBe(1);
+  });
+
+  it("marks a load whose outputs equal the base model's as failed; the previous version keeps serving", async () => {
+    const { status, body } = await loadVersion(zero);
+    expect(status).toBe(422);
+    expect(errorCode(body)).toBe("canary_equals_base");
+    expect(registry.get(NAME, 2)?.state).toBe("failed");
+    expect(CompletionResult.parse((await complete(NAME)).body).adapter?.version).toBe(1);
+    const loaded = (await vllm.baseModel()).adapters.map((a) => a.id);
+    expect(loaded).toEqual([`${NAME}@v1`]); // the failed version was unloaded again
+  });
+
+  it("rejects a corrupted adapter directory with a clear error; the previous version keeps serving", async () => {
+    const corrupt = join(root, "corrupt");
+    cpSync(random[1]!, corrupt, { recursive: true });
+    truncateSync(join(corrupt, "adapter_model.safetensors"), 1_000);
+    const { status, body } = await loadVersion(corrupt);
+    expect(status).toBe(422);
+    expect(body.error).toMatchObject({
+      code: "invalid_adapter",
+      message: expect.stringMatching(/truncated or corrupt/),
+    });
+    expect((await loadVersion(join(root, "missing"))).status).toBe(422);
+    expect(CompletionResult.parse((await complete(NAME)).body).adapter?.version).toBe(1);
+  });
+
+  it("keeps versions within --max-loras by retention, and retires on request", async () => {
+    const v3 = AdapterVersion.parse((await loadVersion(random[1]!, 3)).body);
+    const v4 = AdapterVersion.parse((await loadVersion(random[2]!, 4)).body);
+    expect([v3.version, v4.version]).toEqual([3, 4]);
+    expect(registry.get(NAME, 1)?.state).toBe("retired");
+    const loaded = (await vllm.baseModel()).adapters.map((a) => a.id).sort();
+    expect(loaded).toEqual([`${NAME}@v3`, `${NAME}@v4`]);
+    expect(CompletionResult.parse((await complete(NAME)).body).adapter?.version).toBe(4);
+    expect((await complete(`${NAME}@v1`)).status).toBe(409); // retired versions are never silently replaced
+
+    const retired = await app.request(`/v1/adapters/${NAME}/versions/3`, { method: "DELETE" });
+    expect(AdapterVersion.parse(await retired.json()).state).toBe("retired");
+    expect((await vllm.baseModel()).adapters.map((a) => a.id)).toEqual([`${NAME}@v4`]);
+  });
+
+  it("refuses names that are not <model>/<harness>/<run> and unknown adapters", async () => {
+    expect((await post("/v1/adapters/a/b/c%20d/versions", { path: random[0] })).status).toBe(400);
+    expect((await post("/v1/adapters/a/b/c/versions", { path: "" })).status).toBe(400);
+    expect((await complete("nobody/pi/none")).status).toBe(404);
+  });
+
+  it("reloads serving versions after vLLM restarts; callers get retryable 503s meanwhile", async () => {
+    const before = CompletionResult.parse((await complete(NAME)).body);
+    await vllmProcess.stop();
+    const during = await complete(NAME);
+    expect(during.status).toBe(503);
+    expect(during.body.error).toMatchObject({ retryable: true });
+
+    vllmProcess = await startVllm(VLLM_PORT, settings.maxLoras, root);
+    await waitFor(async () => (await complete(NAME)).status === 200);
+    const after = CompletionResult.parse((await complete(NAME)).body);
+    expect(after.adapter).toEqual(before.adapter);
+    expect(after.completionTokenIds).toEqual(before.completionTokenIds);
+    expect((await vllm.baseModel()).adapters.map((a) => a.id)).toEqual([`${NAME}@v4`]);
+  });
+
+  it("keeps the registry across a restart of the service", async () => {
+    manager.stop();
+    registry.close();
+    registry = new AdapterRegistry(join(root, "registry"));
+    manager = new AdapterManager(registry, vllm, settings, log);
+    manager.start();
+    app = createServingApp({ log, vllm, adapters: manager });
+    expect(registry.versions(NAME).map((v) => [v.version, v.state])).toEqual([
+      [1, "retired"],
+      [2, "failed"],
+      [3, "retired"],
+      [4, "serving"],
+    ]);
+    await waitFor(async () => (await complete(NAME)).status === 200);
+    expect(CompletionResult.parse((await complete(NAME)).body).adapter?.version).toBe(4);
+  });
+});

@@ -1,0 +1,61 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { loadStackConfig, stackComponents, startComponent } from "@bridle/cli/stack";
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
+
+/** The install folder tests use: BRIDLE_HOME when set (a shared install), else the repo's own. */
+export const bridleHome = process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle");
+export const python = join(bridleHome, "venv", "bin", "python");
+export const modelDir = join(bridleHome, "models", "smollm2-135m-instruct");
+
+export interface VllmProcess {
+  url: string;
+  modelName: string;
+  stop(): Promise<void>;
+}
+
+/** Starts vLLM exactly as the stack launcher does (its component definition), and waits for /health. */
+export async function startVllm(port: number, maxLoras: number, logDir?: string): Promise<VllmProcess> {
+  const dir = logDir ?? mkdtempSync(join(tmpdir(), "bridle-vllm-"));
+  const config = loadStackConfig({
+    BRIDLE_HOME: bridleHome,
+    BRIDLE_DATA: dir,
+    BRIDLE_VLLM_PORT: String(port),
+    BRIDLE_VLLM_MAX_LORAS: String(maxLoras),
+  });
+  const component = stackComponents(config).find((c) => c.name === "vllm");
+  if (!component) throw new Error("the stack defines no vLLM component");
+  const running = await startComponent(component, dir);
+  return { url: config.vllmUrl, modelName: config.modelName, stop: () => running.stop("SIGKILL") };
+}
+
+/** Writes real PEFT adapters for the embedded model: random (unlike the base) or zero (equal to it). */
+export function makeAdapters(
+  out: string,
+  count: number,
+  options: { zero?: boolean; seed?: number } = {},
+): string[] {
+  const args = [
+    "-m",
+    "bridle_trainer.make_adapter",
+    "--model",
+    modelDir,
+    "--out",
+    out,
+    "--count",
+    String(count),
+  ];
+  if (options.zero) args.push("--zero");
+  args.push("--seed", String(options.seed ?? 1));
+  const cwd = join(repoRoot, "infra", "trainer");
+  execFileSync(python, args, {
+    cwd,
+    env: { ...process.env, PYTHONPATH: cwd, HF_HUB_OFFLINE: "1" },
+    stdio: "ignore",
+  });
+  return count === 1 ? [out] : Array.from({ length: count }, (_, i) => `${out}-${i}`);
+}

@@ -1,0 +1,26 @@
+import { createApp, type Logger } from "@bridle/service-kit";
+import { stepRoutes } from "./routes/steps.ts";
+import { workerRoutes } from "./routes/worker.ts";
+import { StepDesk } from "./steps.ts";
+import type { TrainerWorker } from "./worker.ts";
+
+export interface TrainerDeps {
+  log: Logger;
+  worker: TrainerWorker;
+  dataDir: string;
+  bodyLimitBytes?: number;
+}
+
+/** The trainer service: GRPO steps on a resident Python worker, exactly once per (run, step). */
+export function createTrainerApp(deps: TrainerDeps) {
+  const app = createApp({
+    name: "trainer",
+    description: "GRPO steps on LoRA adapters, exactly once per (run, step)",
+    log: deps.log,
+    ...(deps.bodyLimitBytes ? { bodyLimitBytes: deps.bodyLimitBytes } : {}),
+  });
+  const desk = new StepDesk(deps.worker, deps.dataDir, deps.log);
+  app.route("/v1", stepRoutes(desk, deps.worker));
+  app.route("/v1", workerRoutes(deps.worker));
+  return app;
+}

@@ -1,0 +1,34 @@
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { BaseEnv, loadEnv } from "@bridle/service-kit";
+import { z } from "zod";
+
+/** The repository root; the worker's Python package lives at `infra/trainer` under it. */
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
+const home = join(repoRoot, ".bridle");
+
+export const TrainerEnv = BaseEnv.extend({
+  PORT: z.coerce.number().int().min(1).max(65_535).default(8706),
+  TRAINER_PYTHON: z
+    .string()
+    .min(1)
+    .default(join(home, "venv", "bin", "python")),
+  TRAINER_MODEL_DIR: z
+    .string()
+    .min(1)
+    .default(join(home, "models", "smollm2-135m-instruct")),
+  TRAINER_DATA_DIR: z
+    .string()
+    .min(1)
+    .default(join(home, "data", "trainer"))
+    .describe("Step records"),
+  TRAINER_DEVICE: z
+    .string()
+    .regex(/^(auto|cpu|cuda(:\d+)?)$/, "auto, cpu, cuda or cuda:N")
+    .default("auto"),
+  TRAINER_RESTART_DELAY_MS: z.coerce.number().int().nonnegative().default(1_000),
+});
+export type TrainerEnv = z.infer<typeof TrainerEnv>;
+
+export const loadTrainerEnv = (source?: Record<string, string | undefined>) =>
+  loadEnv("trainer", TrainerEnv, source);

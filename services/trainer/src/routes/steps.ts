@@ -1,0 +1,107 @@
+import { ErrorBody, type Issue, RunId, TrainStepRequest, TrainStepView } from "@bridle/contracts";
+import { createRouter, httpError } from "@bridle/service-kit";
+import { createRoute, z } from "@hono/zod-openapi";
+import type { MiddlewareHandler } from "hono";
+import type { StepDesk } from "../steps.ts";
+import type { TrainerWorker } from "../worker.ts";
+
+const json = (schema: z.ZodType, description: string) => ({
+  description,
+  content: { "application/json": { schema } },
+});
+const error = (description: string) => json(ErrorBody, description);
+
+/** Token ids must fit the worker's vocabulary and sequences its context: named per path. */
+function checkAgainstModel(request: TrainStepRequest, worker: TrainerWorker): void {
+  const { vocabSize, maxTokens } = worker.info;
+  if (vocabSize === null || maxTokens === null) {
+    throw httpError(503, "trainer_starting", "the trainer worker is still loading the model", {
+      retryable: true,
+    });
+  }
+  const issues: Issue[] = [];
+  request.trajectories.forEach((t, i) => {
+    t.calls.forEach((call, j) => {
+      const at = `body.trajectories.${i}.calls.${j}`;
+      for (const key of ["promptTokenIds", "completionTokenIds"] as const) {
+        const bad = call[key].findIndex((id) => id >= vocabSize);
+        if (bad >= 0)
+          issues.push({
+            path: `${at}.${key}.${bad}`,
+            message: `token id ${call[key][bad]} is outside the vocabulary (size ${vocabSize})`,
+          });
+      }
+      const length = call.promptTokenIds.length + call.completionTokenIds.length;
+      if (length > maxTokens)
+        issues.push({ path: at, message: `${length} tokens exceed the model's context of ${maxTokens}` });
+    });
+  });
+  if (issues.length > 0) {
+    throw httpError(400, "invalid_batch", "The batch does not fit the model", {
+      issues: issues.slice(0, 20),
+    });
+  }
+}
+
+/** Rejects bodies that are not JSON before validation, naming NaN/Infinity, which JSON cannot carry. */
+const requireJson: MiddlewareHandler = async (c, next) => {
+  if (c.req.method !== "POST") return next();
+  const text = await c.req.text();
+  try {
+    JSON.parse(text);
+  } catch (err) {
+    const hint = /\b(NaN|-?Infinity)\b/.test(text)
+      ? "; NaN and Infinity are not numbers in JSON, and logprobs must be finite"
+      : "";
+    throw httpError(
+      400,
+      "invalid_json",
+      `The request body is not valid JSON (${(err as Error).message})${hint}`,
+    );
+  }
+  return next();
+};
+
+export function stepRoutes(desk: StepDesk, worker: TrainerWorker) {
+  const Params = z.object({ run: RunId, step: z.coerce.number().int().min(1) });
+  const router = createRouter();
+  router.use("/steps", requireJson);
+  return router
+    .openapi(
+      createRoute({
+        method: "post",
+        path: "/steps",
+        summary: "Run a GRPO step exactly once; a finished step returns its committed result",
+        request: { body: { content: { "application/json": { schema: TrainStepRequest } }, required: true } },
+        responses: {
+          200: json(TrainStepView, "The step had already completed: its committed result"),
+          202: json(TrainStepView, "The step is running: poll GET /v1/steps/{run}/{step}"),
+          400: error("Invalid batch"),
+          409: error("Conflict: another step is running, a different batch, or an earlier step is missing"),
+          503: error("The worker is starting or restarting (retryable)"),
+        },
+      }),
+      (c) => {
+        const request = c.req.valid("json");
+        checkAgainstModel(request, worker);
+        const view = desk.submit(request);
+        return c.json(view, view.state === "done" ? 200 : 202);
+      },
+    )
+    .openapi(
+      createRoute({
+        method: "get",
+        path: "/steps/{run}/{step}",
+        summary: "A step's progress (for heartbeats), committed result, or failure",
+        request: { params: Params },
+        responses: { 200: json(TrainStepView, "The step"), 404: error("Unknown step") },
+      }),
+      (c) => {
+        const { run, step } = c.req.valid("param");
+        const view = desk.view(run, step);
+        if (!view)
+          throw httpError(404, "step_not_found", `step ${step} of run ${run} was never submitted here`);
+        return c.json(view, 200);
+      },
+    );
+}

@@ -1,0 +1,102 @@
+import { rmSync } from "node:fs";
+import type { TrainStepView } from "@bridle/contracts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pairBatch, pollStep, postStep, startTrainer } from "./test-support.ts";
+
+type Done = Extract<TrainStepView, { state: "done" }>;
+let t: Awaited<ReturnType<typeof startTrainer>>;
+
+beforeAll(async () => {
+  t = await startTrainer();
+});
+afterAll(async () => {
+  await t.worker.stop();
+  rmSync(t.dataDir, { recursive: true, force: true });
+});
+
+describe("bad batches get clear 4xx errors", () => {
+  const issuesOf = (body: Record<string, unknown>) =>
+    ((body.error as { issues?: { path: string; message: string }[] }).issues ?? []).map((i) => i.path);
+
+  it("names a token id outside the vocabulary", async () => {
+    const batch = pairBatch("bad", 1);
+    batch.trajectories[0]!.calls[0]!.completionTokenIds[2] = 49_152;
+    const { status, body } = await postStep(t.app, batch);
+    expect(status).toBe(400);
+    expect(issuesOf(body)).toEqual(["body.trajectories.0.calls.0.completionTokenIds.2"]);
+  });
+
+  it("names mismatched lengths", async () => {
+    const batch = pairBatch("bad", 1);
+    batch.trajectories[1]!.calls[0]!.logprobs = [-1];
+    const { status, body } = await postStep(t.app, batch);
+    expect(status).toBe(400);
+    expect(issuesOf(body)).toContain("body.trajectories.1.calls.0.logprobs");
+  });
+
+  it("refuses an empty batch", async () => {
+    const { status, body } = await postStep(t.app, { ...pairBatch("bad", 1), trajectories: [] });
+    expect(status).toBe(400);
+    expect(issuesOf(body)).toEqual(["body.trajectories"]);
+  });
+
+  it("refuses NaN logprobs, whether sent raw or as null", async () => {
+    const raw = JSON.stringify(pairBatch("bad", 1)).replace("-2,", "NaN,");
+    const sentRaw = await postStep(t.app, raw);
+    expect(sentRaw.status).toBe(400);
+    expect((sentRaw.body.error as { message: string }).message).toMatch(/NaN and Infinity/);
+    const batch = pairBatch("bad", 1) as { trajectories: { calls: { logprobs: (number | null)[] }[] }[] };
+    batch.trajectories[0]!.calls[0]!.logprobs[1] = null;
+    const asNull = await postStep(t.app, batch);
+    expect(asNull.status).toBe(400);
+    expect(issuesOf(asNull.body)).toEqual(["body.trajectories.0.calls.0.logprobs.1"]);
+  });
+
+  it("refuses a step whose predecessor never completed", async () => {
+    const { status, body } = await postStep(t.app, pairBatch("bad", 3));
+    expect(status).toBe(409);
+    expect((body.error as { code: string }).code).toBe("previous_step_missing");
+  });
+});
+
+describe("exactly once per (run, step)", () => {
+  it("treats all-equal rewards as a reported no-op", async () => {
+    expect((await postStep(t.app, pairBatch("flat", 1, [0.5, 0.5]))).status).toBe(202);
+    const view = (await pollStep(t.app, "flat", 1)) as Done;
+    expect(view.state).toBe("done");
+    expect(view.result).toMatchObject({ applied: false, noopReason: "zero_advantage", optimizerSteps: 0 });
+  });
+
+  it("redoes a step interrupted by a worker crash once, and replays a finished step", async () => {
+    const iterations = 3;
+    const clean = await postStep(t.app, pairBatch("clean", 1, [1, 0], iterations));
+    expect(clean.status).toBe(202);
+    const reference = (await pollStep(t.app, "clean", 1)) as Done;
+    expect(reference.result.optimizerSteps).toBe(iterations);
+    expect(reference.result.clipFraction).toBeLessThan(1); // gradients flowed: the step changed the adapter
+
+    expect((await postStep(t.app, pairBatch("crash", 1, [1, 0], iterations))).status).toBe(202);
+    await pollStep(t.app, "crash", 1, (v) => v.state === "running" && v.progress.phase === "train");
+    const pid = t.worker.info.pid!;
+    process.kill(pid, "SIGKILL");
+    const failed = await pollStep(t.app, "crash", 1);
+    expect(failed).toMatchObject({ state: "failed", error: { code: "worker_crashed", retryable: true } });
+
+    const busy = await postStep(t.app, pairBatch("crash", 1, [1, 0], iterations));
+    expect(busy.status).toBe(503); // the worker is reloading the model: retryable
+    await t.worker.ready();
+    expect(t.worker.info.pid).not.toBe(pid);
+    expect((await postStep(t.app, pairBatch("crash", 1, [1, 0], iterations))).status).toBe(202);
+    const redone = (await pollStep(t.app, "crash", 1)) as Done;
+    // One application: the optimiser counted `iterations` updates, and the adapter is bit-identical
+    // to the uninterrupted run's.
+    expect(redone.result.optimizerSteps).toBe(iterations);
+    expect(redone.result.adapterHash).toBe(reference.result.adapterHash);
+
+    const again = await postStep(t.app, pairBatch("crash", 1, [1, 0], iterations));
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ state: "done", result: { ...redone.result, replayed: true } });
+    const other = await postStep(t.app, pairBatch("crash", 1, [0, 1], iterations));
+    expect(other.status).toBe(409);
+  });
+});

@@ -1,0 +1,145 @@
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import {
+  type StepProgress,
+  type TrainStepRequest,
+  TrainStepResult,
+  type TrainStepView,
+} from "@bridle/contracts";
+import { httpError, type Logger } from "@bridle/service-kit";
+import { type TrainerWorker, WorkerStepError } from "./worker.ts";
+
+/** JSON with sorted keys, so equal batches hash equally whatever order their keys came in. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
+  if (value && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** The hash a step record keeps of what it trained on; a resubmission must match it. */
+export function batchHash(request: TrainStepRequest): string {
+  return createHash("sha256")
+    .update(canonical({ config: request.config, trajectories: request.trajectories }))
+    .digest("hex");
+}
+
+interface Job {
+  run: string;
+  step: number;
+  batchHash: string;
+  progress: StepProgress;
+}
+
+type Failure = Extract<TrainStepView, { state: "failed" }>["error"];
+
+/**
+ * Runs steps on the worker, one at a time, exactly once per (run, step). The committed step
+ * record on disk (written by the worker) is the source of truth; this keeps only what is in flight
+ * and the last failure of each step, so a restart of the service loses nothing that matters.
+ */
+export class StepDesk {
+  private job: Job | undefined;
+  private failures = new Map<string, Failure>();
+
+  constructor(
+    private readonly worker: TrainerWorker,
+    private readonly dataDir: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** The committed result of a step, or undefined when it has not completed. */
+  committed(run: string, step: number): TrainStepResult | undefined {
+    const file = join(this.dataDir, "runs", run, "steps", String(step).padStart(8, "0"), "result.json");
+    let text: string;
+    try {
+      text = readFileSync(file, "utf8");
+    } catch {
+      return undefined;
+    }
+    return TrainStepResult.parse({ ...JSON.parse(text), replayed: true });
+  }
+
+  view(run: string, step: number): TrainStepView | undefined {
+    const result = this.committed(run, step);
+    if (result) return { state: "done", run, step, result };
+    if (this.job?.run === run && this.job.step === step) {
+      return { state: "running", run, step, progress: this.job.progress };
+    }
+    const error = this.failures.get(`${run}/${step}`);
+    return error ? { state: "failed", run, step, error } : undefined;
+  }
+
+  /** Starts a step, or reports the one already running or done. Throws the HTTP error otherwise. */
+  submit(request: TrainStepRequest): TrainStepView {
+    const { run, step } = request;
+    const hash = batchHash(request);
+    const done = this.committed(run, step);
+    if (done) {
+      if (done.batchHash !== hash) throw conflict(run, step, "completed");
+      return { state: "done", run, step, result: done };
+    }
+    if (this.job) {
+      if (this.job.run === run && this.job.step === step) {
+        if (this.job.batchHash !== hash) throw conflict(run, step, "is running");
+        return { state: "running", run, step, progress: this.job.progress };
+      }
+      throw httpError(
+        409,
+        "trainer_busy",
+        `the trainer is running step ${this.job.step} of run ${this.job.run}`,
+        {
+          retryable: true,
+        },
+      );
+    }
+    if (step > 1 && !this.committed(run, step - 1)) {
+      throw httpError(
+        409,
+        "previous_step_missing",
+        `step ${step - 1} of run ${run} has not completed; steps apply in order`,
+      );
+    }
+    if (this.worker.info.state !== "ready") {
+      throw httpError(503, "trainer_unavailable", `the trainer worker is ${this.worker.info.state}`, {
+        retryable: true,
+      });
+    }
+    const job: Job = { run, step, batchHash: hash, progress: { phase: "queued", done: 0, total: 0 } };
+    this.job = job;
+    this.failures.delete(`${run}/${step}`);
+    const log = this.log.child({ run, step });
+    log.info({ trajectories: request.trajectories.length }, "step started");
+    this.worker
+      .run({ ...request, batchHash: hash }, (progress) => {
+        job.progress = progress;
+      })
+      .then(
+        (result) => log.info({ applied: (result as TrainStepResult).applied }, "step committed"),
+        (err: unknown) => {
+          const failure = toFailure(err);
+          this.failures.set(`${run}/${step}`, failure);
+          log.warn({ err, code: failure.code }, "step failed");
+        },
+      )
+      .finally(() => {
+        if (this.job === job) this.job = undefined;
+      });
+    return { state: "running", run, step, progress: job.progress };
+  }
+}
+
+function conflict(run: string, step: number, what: string) {
+  return httpError(409, "step_conflict", `step ${step} of run ${run} ${what} with a different batch`);
+}
+
+function toFailure(err: unknown): Failure {
+  if (err instanceof WorkerStepError) {
+    return { status: err.status, code: err.code, message: err.message, retryable: err.retryable };
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  return { status: 500, code: "trainer_failed", message, retryable: true };
+}

@@ -1,4 +1,4 @@
-import { appendFile, mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import { type FileHandle, mkdir, open, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { CaptureRecord, Session, type SessionRegistration } from "@bridle/contracts";
 
@@ -14,6 +14,9 @@ export class CaptureStore {
   private readonly blocked = new Map<string, number>();
   /** Appends per session are chained so records land in completion order, never interleaved. */
   private readonly tails = new Map<string, Promise<void>>();
+  /** Open append handles of recently active sessions (opening a file per call costs more than the write). */
+  private readonly handles = new Map<string, Promise<FileHandle>>();
+  private static readonly MAX_OPEN = 128;
 
   constructor(readonly dataDir: string) {}
 
@@ -73,12 +76,43 @@ export class CaptureStore {
     this.blocked.set(id, (this.blocked.get(id) ?? 0) + blocked);
     const line = `${JSON.stringify({ ...record, seq })}\n`;
     const file = join(this.dataDir, "sessions", id, "calls.jsonl");
-    const next = (this.tails.get(id) ?? Promise.resolve()).then(() => appendFile(file, line));
+    const next = (this.tails.get(id) ?? Promise.resolve()).then(async () => {
+      const handle = await this.handle(id, file);
+      await handle.appendFile(line);
+    });
     this.tails.set(
       id,
       next.catch(() => undefined),
     );
     return next;
+  }
+
+  private handle(id: string, file: string): Promise<FileHandle> {
+    let handle = this.handles.get(id);
+    if (handle) {
+      // Refresh its place in the insertion order: the map doubles as the LRU list.
+      this.handles.delete(id);
+    } else {
+      handle = open(file, "a");
+      if (this.handles.size >= CaptureStore.MAX_OPEN) {
+        const [oldest, old] = this.handles.entries().next().value!;
+        this.handles.delete(oldest);
+        const closing = (this.tails.get(oldest) ?? Promise.resolve()).then(() => old.then((h) => h.close()));
+        this.tails.set(
+          oldest,
+          closing.catch(() => undefined),
+        );
+      }
+    }
+    this.handles.set(id, handle);
+    return handle;
+  }
+
+  /** Closes the open capture files (at shutdown). */
+  async close(): Promise<void> {
+    await Promise.all([...this.tails.values()]);
+    await Promise.all([...this.handles.values()].map((h) => h.then((f) => f.close()).catch(() => undefined)));
+    this.handles.clear();
   }
 
   /** A session's records; a line that does not parse is skipped rather than failing the read. */

@@ -1,4 +1,5 @@
-import { type FileHandle, mkdir, open, readdir, readFile, writeFile } from "node:fs/promises";
+import { createWriteStream, type WriteStream } from "node:fs";
+import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { CaptureRecord, Session, type SessionRegistration } from "@bridle/contracts";
 
@@ -14,8 +15,9 @@ export class CaptureStore {
   private readonly blocked = new Map<string, number>();
   /** Appends per session are chained so records land in completion order, never interleaved. */
   private readonly tails = new Map<string, Promise<void>>();
-  /** Open append handles of recently active sessions (opening a file per call costs more than the write). */
-  private readonly handles = new Map<string, Promise<FileHandle>>();
+  /** Append streams of recently active sessions: opening a file per call costs more than the write,
+   * and a stream coalesces the records of calls that end together into one write. */
+  private readonly streams = new Map<string, WriteStream>();
   private static readonly MAX_OPEN = 128;
 
   constructor(readonly dataDir: string) {}
@@ -76,9 +78,9 @@ export class CaptureStore {
     this.blocked.set(id, (this.blocked.get(id) ?? 0) + blocked);
     const line = `${JSON.stringify({ ...record, seq })}\n`;
     const file = join(this.dataDir, "sessions", id, "calls.jsonl");
-    const next = (this.tails.get(id) ?? Promise.resolve()).then(async () => {
-      const handle = await this.handle(id, file);
-      await handle.appendFile(line);
+    const stream = this.stream(id, file);
+    const next = new Promise<void>((resolve, reject) => {
+      stream.write(line, (err) => (err ? reject(err) : resolve()));
     });
     this.tails.set(
       id,
@@ -87,32 +89,29 @@ export class CaptureStore {
     return next;
   }
 
-  private handle(id: string, file: string): Promise<FileHandle> {
-    let handle = this.handles.get(id);
-    if (handle) {
+  private stream(id: string, file: string): WriteStream {
+    let stream = this.streams.get(id);
+    if (stream) {
       // Refresh its place in the insertion order: the map doubles as the LRU list.
-      this.handles.delete(id);
+      this.streams.delete(id);
     } else {
-      handle = open(file, "a");
-      if (this.handles.size >= CaptureStore.MAX_OPEN) {
-        const [oldest, old] = this.handles.entries().next().value!;
-        this.handles.delete(oldest);
-        const closing = (this.tails.get(oldest) ?? Promise.resolve()).then(() => old.then((h) => h.close()));
-        this.tails.set(
-          oldest,
-          closing.catch(() => undefined),
-        );
+      stream = createWriteStream(file, { flags: "a" });
+      stream.on("error", () => this.streams.delete(id));
+      if (this.streams.size >= CaptureStore.MAX_OPEN) {
+        const [oldest, old] = this.streams.entries().next().value!;
+        this.streams.delete(oldest);
+        old.end();
       }
     }
-    this.handles.set(id, handle);
-    return handle;
+    this.streams.set(id, stream);
+    return stream;
   }
 
   /** Closes the open capture files (at shutdown). */
   async close(): Promise<void> {
     await Promise.all([...this.tails.values()]);
-    await Promise.all([...this.handles.values()].map((h) => h.then((f) => f.close()).catch(() => undefined)));
-    this.handles.clear();
+    await Promise.all([...this.streams.values()].map((w) => new Promise<void>((done) => w.end(done))));
+    this.streams.clear();
   }
 
   /** A session's records; a line that does not parse is skipped rather than failing the read. */

@@ -9,6 +9,8 @@ export interface SimpleCommand {
   /** What the command reads on stdin when the guard can know it: a heredoc, a here-string, or the
    * decoded output of `echo ... | base64 -d` earlier in its pipeline. */
   stdin?: string;
+  /** Environment assignments given as a prefix (`PIP_INDEX_URL=... pip install x`). */
+  assigns?: Record<string, string>;
   /** True when stdin comes from an earlier pipeline stage whose output the guard cannot know. */
   stdinUnknown?: boolean;
 }
@@ -20,7 +22,8 @@ const WRAPPERS = new Set(["sudo", "nohup", "time", "command", "exec", "builtin",
 const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh", "ash", "busybox"]);
 const MAX_DEPTH = 6;
 
-const SUBST = "__BRIDLE_SUBST__";
+/** Stands for a command substitution whose output the guard cannot know; reads well in notices. */
+const SUBST = "{command-output}";
 const HEREDOC = "__BRIDLE_HEREDOC_";
 
 /**
@@ -73,7 +76,9 @@ export function parseShell(text: string, depth = 0): SimpleCommand[] {
       }
       const assign = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/s.exec(token);
       if (assign && current.argv.length === 0) {
-        vars.set(assign[1]!, [expandWord(assign[2]!, vars)[0] ?? ""]);
+        const value = expandWord(assign[2]!, vars)[0] ?? "";
+        vars.set(assign[1]!, [value]);
+        current.assigns = { ...current.assigns, [assign[1]!]: value };
         continue;
       }
       current.argv.push(token);

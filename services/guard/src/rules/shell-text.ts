@@ -3,12 +3,14 @@
 /** Marks a heredoc's place; the number indexes the bodies that `extractHeredocs` collected. */
 export const HEREDOC_MARK = "__BRIDLE_HEREDOC_";
 
+/** Base64 text decoded, or undefined when it is not base64. */
 export function decodeBase64(text: string): string | undefined {
   const clean = text.replace(/\s+/g, "");
   if (!/^[A-Za-z0-9+/=_-]+$/.test(clean)) return undefined;
   return Buffer.from(clean, "base64").toString("utf8");
 }
 
+/** Hex digits decoded (`xxd -r -p`), or undefined when they are not hex. */
 export function decodeHex(text: string): string | undefined {
   const clean = text.replace(/\s+/g, "");
   return /^[0-9a-fA-F]+$/.test(clean) ? Buffer.from(clean, "hex").toString("utf8") : undefined;

@@ -93,6 +93,7 @@ export async function runLoad(
   return {
     requests: latencies.length,
     errors,
+    late,
     seconds,
     perSecond: latencies.length / seconds,
     p50: pick(0.5),

@@ -5,7 +5,7 @@
  * scenario paces the upstream at 5 ms per chunk, as a model generating tokens would. Figures are
  * printed side by side, as ratios to the direct connection measured in this run.
  *
- *   pnpm bench [-- --seconds 3 --levels 1,64,256 --paced-levels 64,256 --skip-litellm]
+ *   pnpm bench [-- --seconds 4 --warmup 2 --levels 1,64,256 --paced-levels 64,256 --skip-litellm]
  */
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -20,10 +20,10 @@ const { values } = parseArgs({
   // pnpm passes a literal `--` through to the script.
   args: process.argv.slice(2).filter((a) => a !== "--"),
   options: {
-    seconds: { type: "string", default: "3" },
-    warmup: { type: "string", default: "1" },
+    seconds: { type: "string", default: "4" },
+    warmup: { type: "string", default: "2" },
     levels: { type: "string", default: "1,64,256" },
-    "paced-levels": { type: "string", default: "64,256" },
+    "paced-levels": { type: "string", default: "256" },
     "skip-litellm": { type: "boolean", default: false },
   },
 });
@@ -149,6 +149,7 @@ async function main(): Promise<void> {
           r.p99.toFixed(1).padStart(8),
           (name === "direct" ? "-" : (r.p99 - direct.p99).toFixed(1)).padStart(13),
           String(r.errors).padStart(7),
+          String(r.late).padStart(5),
         ].join(" ");
         table.push(line);
         say(line);
@@ -156,10 +157,19 @@ async function main(): Promise<void> {
     }
   }
   say("");
-  say("scenario  c   target      req/s  vs direct   p50 ms   p99 ms  added p99 ms  errors");
+  say("scenario  c   target      req/s  vs direct   p50 ms   p99 ms  added p99 ms  errors  late");
   for (const line of table) say(line);
   say("");
+  say("late: requests still running when the window closed (not counted); NaN: none completed in it");
   say("targets: guard >= 0.90x direct throughput at 256 streams, < 5 ms added p99, ahead of LiteLLM");
+}
+
+const stopAll = async () => {
+  for (const p of running.splice(0).reverse()) await p.stop();
+};
+// Interrupted: stop the processes this run started before leaving.
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => void stopAll().finally(() => process.exit(130)));
 }
 
 main()
@@ -167,6 +177,4 @@ main()
     process.stderr.write(`bench failed: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exitCode = 1;
   })
-  .finally(async () => {
-    for (const p of running.reverse()) await p.stop();
-  });
+  .finally(stopAll);

@@ -71,7 +71,11 @@ function openAIRequest(body: Record<string, unknown>): Record<string, unknown> {
     throw new ProxyError(400, "invalid_request", "`messages` must be an array of chat messages");
   }
   if (typeof body.n === "number" && body.n > 1) {
-    throw new ProxyError(400, "invalid_request", "`n` must be 1: the guard checks and captures one choice per call");
+    throw new ProxyError(
+      400,
+      "invalid_request",
+      "`n` must be 1: the guard checks and captures one choice per call",
+    );
   }
   const out = { ...body };
   for (const field of GUARD_FIELDS) delete out[field];

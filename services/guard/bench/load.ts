@@ -4,8 +4,6 @@ import { Agent, request } from "node:http";
 export interface LoadResult {
   requests: number;
   errors: number;
-  /** Requests that finished after the window (not counted): a slow target is still answering. */
-  late: number;
   seconds: number;
   perSecond: number;
   p50: number;
@@ -68,7 +66,6 @@ export async function runLoad(
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
   const latencies: number[] = [];
   let errors = 0;
-  let late = 0;
   const start = performance.now();
   const measureFrom = start + warmup * 1000;
   const end = measureFrom + seconds * 1000;
@@ -78,7 +75,6 @@ export async function runLoad(
         const ms = await once(target, agent);
         const done = performance.now();
         if (done >= measureFrom && done <= end) latencies.push(ms);
-        else if (done > end) late++;
       } catch {
         if (performance.now() >= measureFrom) errors++;
         await new Promise((r) => setTimeout(r, 10));
@@ -93,7 +89,6 @@ export async function runLoad(
   return {
     requests: latencies.length,
     errors,
-    late,
     seconds,
     perSecond: latencies.length / seconds,
     p50: pick(0.5),

@@ -72,3 +72,25 @@ describe("guard admin API", () => {
     );
   });
 });
+
+describe("guard proxy routes inside the Hono app", () => {
+  it("answer an unknown key with 401 and malformed JSON with 400, in the OpenAI error shape", async () => {
+    const { app } = makeApp();
+    const unknown = await app.request(
+      "/v1/chat/completions",
+      json({ messages: [] }, { authorization: "Bearer nope" }),
+    );
+    expect(unknown.status).toBe(401);
+    expect(await unknown.json()).toMatchObject({ error: { type: "unknown_session" } });
+    await app.request("/admin/sessions", json({ instruction: "x", adapter: "a", apiKey: "key-abcdefgh" }));
+    const malformed = await app.request("/v1/chat/completions", {
+      method: "POST",
+      headers: { authorization: "Bearer key-abcdefgh" },
+      body: "{oops",
+    });
+    expect(malformed.status).toBe(400);
+    expect(((await malformed.json()) as { error: { message: string } }).error.message).toContain(
+      "not valid JSON",
+    );
+  });
+});

@@ -1,4 +1,5 @@
-import { appendFile, mkdir, readdir, readFile, writeFile } from "node:fs/promises";
+import { createWriteStream, type WriteStream } from "node:fs";
+import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { CaptureRecord, Session, type SessionRegistration } from "@bridle/contracts";
 
@@ -14,6 +15,10 @@ export class CaptureStore {
   private readonly blocked = new Map<string, number>();
   /** Appends per session are chained so records land in completion order, never interleaved. */
   private readonly tails = new Map<string, Promise<void>>();
+  /** Append streams of recently active sessions: opening a file per call costs more than the write,
+   * and a stream coalesces the records of calls that end together into one write. */
+  private readonly streams = new Map<string, WriteStream>();
+  private static readonly MAX_OPEN = 128;
 
   constructor(readonly dataDir: string) {}
 
@@ -73,12 +78,40 @@ export class CaptureStore {
     this.blocked.set(id, (this.blocked.get(id) ?? 0) + blocked);
     const line = `${JSON.stringify({ ...record, seq })}\n`;
     const file = join(this.dataDir, "sessions", id, "calls.jsonl");
-    const next = (this.tails.get(id) ?? Promise.resolve()).then(() => appendFile(file, line));
+    const stream = this.stream(id, file);
+    const next = new Promise<void>((resolve, reject) => {
+      stream.write(line, (err) => (err ? reject(err) : resolve()));
+    });
     this.tails.set(
       id,
       next.catch(() => undefined),
     );
     return next;
+  }
+
+  private stream(id: string, file: string): WriteStream {
+    let stream = this.streams.get(id);
+    if (stream) {
+      // Refresh its place in the insertion order: the map doubles as the LRU list.
+      this.streams.delete(id);
+    } else {
+      stream = createWriteStream(file, { flags: "a" });
+      stream.on("error", () => this.streams.delete(id));
+      if (this.streams.size >= CaptureStore.MAX_OPEN) {
+        const [oldest, old] = this.streams.entries().next().value!;
+        this.streams.delete(oldest);
+        old.end();
+      }
+    }
+    this.streams.set(id, stream);
+    return stream;
+  }
+
+  /** Closes the open capture files (at shutdown). */
+  async close(): Promise<void> {
+    await Promise.all([...this.tails.values()]);
+    await Promise.all([...this.streams.values()].map((w) => new Promise<void>((done) => w.end(done))));
+    this.streams.clear();
   }
 
   /** A session's records; a line that does not parse is skipped rather than failing the read. */

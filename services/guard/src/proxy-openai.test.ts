@@ -143,6 +143,9 @@ describe("OpenAI chat completions through the guard (scripted upstream test doub
       for (const call of msg.tool_calls ?? [])
         history.push({ role: "tool", tool_call_id: call.id, content: "ok" });
     }
+    // The trajectory read waits for queued capture writes; then the JSONL file holds every call.
+    const res = await fetch(`${h.guardUrl}/admin/sessions/${session.id}/trajectory`);
+    const trajectory = (await res.json()) as Trajectory;
     const lines = readFileSync(join(h.dataDir, "sessions", session.id, "calls.jsonl"), "utf8")
       .trim()
       .split("\n");
@@ -153,8 +156,6 @@ describe("OpenAI chat completions through the guard (scripted upstream test doub
     expect(records[0]!.toolCalls[0]).toMatchObject({ name: "bash", decision: "allow", released: true });
     expect(records[0]!.servedModel).toBe("smoke-adapter@1");
 
-    const res = await fetch(`${h.guardUrl}/admin/sessions/${session.id}/trajectory`);
-    const trajectory = (await res.json()) as Trajectory;
     expect(trajectory).toMatchObject({
       calls: 3,
       mainBranch: [0, 1, 2],

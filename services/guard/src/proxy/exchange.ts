@@ -99,7 +99,8 @@ export async function openExchange(
       logprobs: session.capture ? state.logprobs : null,
       error: signal.aborted ? "the harness closed the connection" : error,
     };
-    await deps.capture
+    // Queued now (a later read of the session waits for it), written without holding up the harness.
+    void deps.capture
       .append(record)
       .catch((err: unknown) => deps.log.error({ err, sessionId: session.id }, "capture write failed"));
     const blocked = state.judged.filter((c) => c.decision !== "allow");

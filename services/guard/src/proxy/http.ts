@@ -1,5 +1,4 @@
 import type { Session } from "@bridle/contracts";
-import type { Context } from "hono";
 import type { CaptureStore } from "../capture.ts";
 import { UpstreamError } from "./upstream.ts";
 
@@ -17,10 +16,13 @@ export class ProxyError extends Error {
 
 export type Api = "openai" | "anthropic";
 
+/** Reads one request header (case-insensitive name). */
+export type HeaderGetter = (name: string) => string | undefined;
+
 /** The session named by the API key the harness sent (`Authorization: Bearer` or `x-api-key`). */
-export function sessionOf(c: Context, store: CaptureStore): Session {
-  const bearer = /^Bearer\s+(.+)$/i.exec(c.req.header("authorization") ?? "")?.[1];
-  const key = bearer ?? c.req.header("x-api-key");
+export function sessionOf(header: HeaderGetter, store: CaptureStore): Session {
+  const bearer = /^Bearer\s+(.+)$/i.exec(header("authorization") ?? "")?.[1];
+  const key = bearer ?? header("x-api-key");
   if (!key) {
     throw new ProxyError(
       401,
@@ -39,9 +41,8 @@ export function sessionOf(c: Context, store: CaptureStore): Session {
   return session;
 }
 
-/** Reads the body as JSON; malformed JSON or a non-object is a 400 that says what is wrong. */
-export async function jsonBody(c: Context): Promise<Record<string, unknown>> {
-  const text = await c.req.text();
+/** Parses the body as JSON; malformed JSON or a non-object is a 400 that says what is wrong. */
+export function parseJsonBody(text: string): Record<string, unknown> {
   let body: unknown;
   try {
     body = JSON.parse(text);
@@ -58,21 +59,31 @@ export async function jsonBody(c: Context): Promise<Record<string, unknown>> {
   return body as Record<string, unknown>;
 }
 
-/** Renders any failure in the API's error shape; upstream outages are retryable 502/503. */
-export function errorResponse(api: Api, err: unknown): Response {
+/** A failure rendered in the API's error shape; upstream outages are retryable 502/503. */
+export function errorOutcome(
+  api: Api,
+  err: unknown,
+): { status: number; headers: Record<string, string>; json: unknown } {
   const e =
     err instanceof ProxyError
       ? err
       : err instanceof UpstreamError
         ? new ProxyError(err.status, err.code, err.message, err.retryable)
         : new ProxyError(500, "internal", "Internal error in the guard; see its log", true);
-  const headers: Record<string, string> = { "content-type": "application/json" };
-  if (e.retryable) headers["retry-after"] = "1";
-  const body =
+  const headers: Record<string, string> = e.retryable ? { "retry-after": "1" } : {};
+  const json =
     api === "openai"
       ? { error: { message: e.message, type: e.code, code: e.code, retryable: e.retryable } }
       : { type: "error", error: { type: anthropicType(e.status), message: e.message } };
-  return new Response(JSON.stringify(body), { status: e.status, headers });
+  return { status: e.status, headers, json };
+}
+
+export function errorResponse(api: Api, err: unknown): Response {
+  const { status, headers, json } = errorOutcome(api, err);
+  return new Response(JSON.stringify(json), {
+    status,
+    headers: { ...headers, "content-type": "application/json" },
+  });
 }
 
 function anthropicType(status: number): string {
@@ -84,9 +95,42 @@ function anthropicType(status: number): string {
   return "api_error";
 }
 
+/** Collects writes made while handling one upstream read and hands them on as one (see sseResponse). */
+export function batchedWriter(send: (text: string) => void): {
+  write: (text: string) => void;
+  flush: () => void;
+  /** Takes what is not sent yet, so the caller can send it with the end of the response. */
+  take: () => string;
+} {
+  let pending = "";
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    if (pending.length > 0) send(pending);
+    pending = "";
+  };
+  return {
+    write: (text) => {
+      pending += text;
+      if (!scheduled) {
+        scheduled = true;
+        setImmediate(flush);
+      }
+    },
+    flush,
+    take: () => {
+      const rest = pending;
+      pending = "";
+      return rest;
+    },
+  };
+}
+
 /**
  * A server-sent-events response fed by `run`. The harness closing the connection aborts the
- * upstream call through `abort`.
+ * upstream call through `abort`. Events written while handling one upstream read are sent as one
+ * socket write (flushed on `setImmediate`): nothing waits for more input, and a fast upstream's
+ * forty small chunks do not become forty syscalls and packets.
  */
 export function sseResponse(
   abort: AbortController,
@@ -96,10 +140,11 @@ export function sseResponse(
   let closed = false;
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
-      const write = (text: string) => {
+      const { write, flush } = batchedWriter((text) => {
         if (!closed) controller.enqueue(encoder.encode(text));
-      };
+      });
       const close = () => {
+        flush();
         if (!closed) {
           closed = true;
           controller.close();

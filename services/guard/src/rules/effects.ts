@@ -88,6 +88,11 @@ function commandEffects(cmd: SimpleCommand, cwd: string, depth: number): Effect[
     else out.push({ kind: "write", path: p(r.target), how: `output redirection (${r.op})`, ...content(cmd) });
   }
   const message = name === "git" && args.some((a) => a === "commit" || a === "tag");
+  // `PIP_INDEX_URL=https://host/simple pip install x` points the program at that host.
+  for (const value of Object.values(cmd.assigns ?? {})) {
+    const host = hostOfWord(value, false);
+    if (host) out.push({ kind: "network", host, how: `${name || "environment"} setting` });
+  }
   if (!TEXT_ONLY.has(name) && !message) {
     for (const word of args) {
       const host = hostOfWord(word, NETWORK.has(name));
@@ -187,7 +192,17 @@ function inPlaceEdit(name: string, args: string[], p: (w: string) => string): Ef
   );
 }
 
-function gitEffects(args: string[], p: (w: string) => string): Effect[] {
+function gitEffects(allArgs: string[], outer: (w: string) => string): Effect[] {
+  // `git -C dir ...` runs in dir; `-c key=value` and `--git-dir=...` are options before the command.
+  let args = allArgs;
+  let p = outer;
+  while (args[0]?.startsWith("-")) {
+    if (args[0] === "-C" && args[1] !== undefined) {
+      const dir = outer(args[1]);
+      p = (w: string) => normalizePath(w, dir);
+      args = args.slice(2);
+    } else args = args.slice(args[0] === "-c" ? 2 : 1);
+  }
   const sub = args.find((a) => !a.startsWith("-")) ?? "";
   const rest = args.slice(args.indexOf(sub) + 1);
   const dashdash = rest.indexOf("--");

@@ -1,4 +1,12 @@
 import { parse } from "shell-quote";
+import {
+  decodeBase64,
+  decodeHex,
+  extractHeredocs,
+  extractSubstitutions,
+  HEREDOC_MARK,
+  newlinesToSemicolons,
+} from "./shell-text.ts";
 
 /** One simple command of a shell line, after unwrapping `sudo`, `env`, `timeout` and the like. */
 export interface SimpleCommand {
@@ -9,6 +17,8 @@ export interface SimpleCommand {
   /** What the command reads on stdin when the guard can know it: a heredoc, a here-string, or the
    * decoded output of `echo ... | base64 -d` earlier in its pipeline. */
   stdin?: string;
+  /** Environment assignments given as a prefix (`PIP_INDEX_URL=... pip install x`). */
+  assigns?: Record<string, string>;
   /** True when stdin comes from an earlier pipeline stage whose output the guard cannot know. */
   stdinUnknown?: boolean;
 }
@@ -20,8 +30,8 @@ const WRAPPERS = new Set(["sudo", "nohup", "time", "command", "exec", "builtin",
 const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh", "ash", "busybox"]);
 const MAX_DEPTH = 6;
 
-const SUBST = "__BRIDLE_SUBST__";
-const HEREDOC = "__BRIDLE_HEREDOC_";
+/** Stands for a command substitution whose output the guard cannot know; reads well in notices. */
+const SUBST = "{command-output}";
 
 /**
  * Parses a shell command line into simple commands the rules can judge by what they do: `bash -c`,
@@ -34,7 +44,7 @@ export function parseShell(text: string, depth = 0): SimpleCommand[] {
   const heredocs: string[] = [];
   const substitutions: string[] = [];
   let line = extractHeredocs(text, heredocs);
-  line = extractSubstitutions(line, substitutions);
+  line = extractSubstitutions(line, substitutions, (inner) => staticOutput(inner) ?? SUBST);
   line = newlinesToSemicolons(line);
 
   const out: SimpleCommand[] = [];
@@ -73,7 +83,9 @@ export function parseShell(text: string, depth = 0): SimpleCommand[] {
       }
       const assign = /^([A-Za-z_][A-Za-z0-9_]*)=(.*)$/s.exec(token);
       if (assign && current.argv.length === 0) {
-        vars.set(assign[1]!, [expandWord(assign[2]!, vars)[0] ?? ""]);
+        const value = expandWord(assign[2]!, vars)[0] ?? "";
+        vars.set(assign[1]!, [value]);
+        current.assigns = { ...current.assigns, [assign[1]!]: value };
         continue;
       }
       current.argv.push(token);
@@ -88,8 +100,8 @@ export function parseShell(text: string, depth = 0): SimpleCommand[] {
         const next = tokens[i + 1];
         i++;
         if (typeof next === "string") {
-          current.stdin = next.startsWith(HEREDOC)
-            ? (heredocs[Number(next.slice(HEREDOC.length))] ?? "")
+          current.stdin = next.startsWith(HEREDOC_MARK)
+            ? (heredocs[Number(next.slice(HEREDOC_MARK.length))] ?? "")
             : next;
         }
       } else if (op === ">&" || op === "<&") {
@@ -215,113 +227,10 @@ function feedFromPipeline(cmd: SimpleCommand, pipeline: SimpleCommand[]): void {
   else cmd.stdinUnknown = true;
 }
 
-function decodeBase64(text: string): string | undefined {
-  const clean = text.replace(/\s+/g, "");
-  if (!/^[A-Za-z0-9+/=_-]+$/.test(clean)) return undefined;
-  return Buffer.from(clean, "base64").toString("utf8");
-}
-
-function decodeHex(text: string): string | undefined {
-  const clean = text.replace(/\s+/g, "");
-  return /^[0-9a-fA-F]+$/.test(clean) ? Buffer.from(clean, "hex").toString("utf8") : undefined;
-}
-
-/** Replaces each heredoc (`<<EOF ... EOF`) by a here-string placeholder and keeps its body. */
-function extractHeredocs(text: string, bodies: string[]): string {
-  const lines = text.split("\n");
-  const out: string[] = [];
-  for (let i = 0; i < lines.length; i++) {
-    let line = lines[i]!;
-    const pending: string[] = [];
-    line = line.replace(/<<-?\s*(['"]?)([A-Za-z_][A-Za-z0-9_]*)\1/g, (_m, _q, delim: string) => {
-      pending.push(delim);
-      bodies.push("");
-      return `<<< ${HEREDOC}${bodies.length - 1}`;
-    });
-    out.push(line);
-    let index = bodies.length - pending.length;
-    for (const delim of pending) {
-      const body: string[] = [];
-      while (i + 1 < lines.length && lines[i + 1]!.trim() !== delim) body.push(lines[++i]!);
-      i++;
-      bodies[index++] = body.join("\n");
-    }
-  }
-  return out.join("\n");
-}
-
-/** Pulls out `$(...)` and backtick substitutions (parsed on their own) and leaves a placeholder. */
-function extractSubstitutions(text: string, found: string[]): string {
-  let out = "";
-  let quote: string | undefined;
-  for (let i = 0; i < text.length; i++) {
-    const ch = text[i]!;
-    if (quote === "'") {
-      if (ch === "'") quote = undefined;
-      out += ch;
-      continue;
-    }
-    if (ch === "\\") {
-      out += ch + (text[i + 1] ?? "");
-      i++;
-      continue;
-    }
-    if (ch === "'" && quote === undefined) quote = "'";
-    else if (ch === '"') quote = quote === '"' ? undefined : '"';
-    if ((ch === "$" || ch === "<" || ch === ">") && text[i + 1] === "(" && text[i + 2] !== "(") {
-      const end = matchingParen(text, i + 1);
-      found.push(text.slice(i + 2, end));
-      out += staticOutput(text.slice(i + 2, end)) ?? SUBST;
-      i = end;
-      continue;
-    }
-    if (ch === "`") {
-      const end = text.indexOf("`", i + 1);
-      const stop = end === -1 ? text.length : end;
-      found.push(text.slice(i + 1, stop));
-      out += staticOutput(text.slice(i + 1, stop)) ?? SUBST;
-      i = stop;
-      continue;
-    }
-    out += ch;
-  }
-  return out;
-}
-
 /** The output of a substitution the guard can compute (`echo x`, `echo x | base64 -d`), quoted. */
 function staticOutput(inner: string): string | undefined {
   const stages = parseShell(`${inner} | cat`, MAX_DEPTH).filter((c) => c.argv.length > 0);
   const last = stages.at(-1);
   if (!last || stages.length < 2 || last.stdin === undefined || /[\n'\0]/.test(last.stdin)) return undefined;
   return `'${last.stdin.trim()}'`;
-}
-
-function matchingParen(text: string, open: number): number {
-  let level = 0;
-  for (let i = open; i < text.length; i++) {
-    if (text[i] === "(") level++;
-    else if (text[i] === ")" && --level === 0) return i;
-  }
-  return text.length;
-}
-
-/** Newlines end commands, except inside quotes or after a backslash. */
-function newlinesToSemicolons(text: string): string {
-  let out = "";
-  let quote: string | undefined;
-  for (let i = 0; i < text.length; i++) {
-    const ch = text[i]!;
-    if (ch === "\\" && quote !== "'") {
-      if (text[i + 1] === "\n") {
-        i++;
-        continue;
-      }
-      out += ch + (text[i + 1] ?? "");
-      i++;
-      continue;
-    }
-    if ((ch === "'" || ch === '"') && (quote === undefined || quote === ch)) quote = quote ? undefined : ch;
-    out += ch === "\n" && quote === undefined ? " ; " : ch;
-  }
-  return out;
 }

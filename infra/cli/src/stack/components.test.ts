@@ -1,0 +1,21 @@
+import { describe, expect, it } from "vitest";
+import { stackComponents } from "./components.ts";
+import { loadStackConfig } from "./config.ts";
+
+describe("stack components", () => {
+  it("runs the guard on base+3 in front of the model server, with its data under the stack's data folder", () => {
+    const config = loadStackConfig({
+      BRIDLE_PORT_BASE: "19300",
+      BRIDLE_DATA: "/tmp/bridle-stack-test",
+      BRIDLE_VLLM_URL: "http://127.0.0.1:19399",
+    });
+    const guard = stackComponents(config).find((c) => c.name === "guard");
+    expect(guard?.env).toMatchObject({
+      PORT: "19303",
+      UPSTREAM_URL: "http://127.0.0.1:19399",
+      GUARD_DATA_DIR: "/tmp/bridle-stack-test/guard",
+    });
+    expect(guard?.health).toEqual({ kind: "http", url: "http://127.0.0.1:19303/healthz" });
+    expect(guard?.args.at(-1)).toMatch(/services\/guard\/src\/main\.ts$/);
+  });
+});

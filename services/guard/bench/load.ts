@@ -1,0 +1,97 @@
+import { Agent, request } from "node:http";
+
+/** Figures for one target at one concurrency. */
+export interface LoadResult {
+  requests: number;
+  errors: number;
+  seconds: number;
+  perSecond: number;
+  p50: number;
+  p99: number;
+}
+
+export interface LoadTarget {
+  url: string;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** One streamed request, read to its end; resolves with the elapsed milliseconds. */
+function once(target: LoadTarget, agent: Agent): Promise<number> {
+  const started = performance.now();
+  return new Promise((resolve, reject) => {
+    const req = request(
+      target.url,
+      {
+        method: "POST",
+        agent,
+        headers: {
+          ...target.headers,
+          "content-type": "application/json",
+          "content-length": Buffer.byteLength(target.body),
+        },
+      },
+      (res) => {
+        let tail = "";
+        res.setEncoding("utf8");
+        res.on("data", (c: string) => {
+          tail = (tail + c).slice(-64);
+        });
+        res.on("end", () => {
+          if (res.statusCode !== 200 || !tail.includes("[DONE]"))
+            reject(new Error(`status ${res.statusCode}: ${tail}`));
+          else resolve(performance.now() - started);
+        });
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    // A request still running after 30 s counts as an error: the run stays bounded in time.
+    req.setTimeout(30_000, () => req.destroy(new Error("no answer within 30 s")));
+    req.end(target.body);
+  });
+}
+
+/**
+ * Runs `concurrency` loops of streamed requests for `seconds` after `warmup` seconds. Counted:
+ * requests that complete inside the measured window, whenever they started (a slow target still
+ * shows its throughput). Bounded in time: no request starts after the window, none runs past 30 s.
+ */
+export async function runLoad(
+  target: LoadTarget,
+  concurrency: number,
+  seconds: number,
+  warmup: number,
+): Promise<LoadResult> {
+  const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
+  const latencies: number[] = [];
+  let errors = 0;
+  const start = performance.now();
+  const measureFrom = start + warmup * 1000;
+  const end = measureFrom + seconds * 1000;
+  const worker = async () => {
+    while (performance.now() < end) {
+      try {
+        const ms = await once(target, agent);
+        const done = performance.now();
+        if (done >= measureFrom && done <= end) latencies.push(ms);
+      } catch {
+        if (performance.now() >= measureFrom) errors++;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  agent.destroy();
+  latencies.sort((a, b) => a - b);
+  const pick = (q: number) =>
+    latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? Number.NaN;
+  return {
+    requests: latencies.length,
+    errors,
+    seconds,
+    perSecond: latencies.length / seconds,
+    p50: pick(0.5),
+    p99: pick(0.99),
+  };
+}

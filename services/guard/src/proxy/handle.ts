@@ -1,0 +1,89 @@
+import type { Logger } from "@bridle/service-kit";
+import type { CaptureStore } from "../capture.ts";
+import { toOpenAIRequest } from "./anthropic-request.ts";
+import { AnthropicCollector, AnthropicStreamWriter } from "./anthropic-response.ts";
+import { type ExchangeDeps, openExchange } from "./exchange.ts";
+import { type Api, errorOutcome, type HeaderGetter, ProxyError, parseJsonBody, sessionOf } from "./http.ts";
+import { OpenAICollector, OpenAIStreamWriter } from "./openai.ts";
+import { UpstreamError } from "./upstream.ts";
+
+export interface ProxyDeps extends ExchangeDeps {
+  store: CaptureStore;
+  /** Clamp for `max_tokens` (harnesses ask for more than small served models allow). */
+  maxTokensCap?: number | undefined;
+}
+
+/** What to answer: a JSON body, or an event stream to run. Independent of the HTTP framework. */
+export type ProxyOutcome =
+  | { status: number; headers: Record<string, string>; json: unknown }
+  | { stream: (write: (text: string) => void) => Promise<void>; abort: AbortController };
+
+/** Fields of an OpenAI request that the guard decides, not the harness. */
+const GUARD_FIELDS = ["model", "stream", "stream_options"];
+
+/**
+ * One harness call to `POST /v1/chat/completions` or `POST /v1/messages`: authenticate the session,
+ * translate (Anthropic), open the exchange upstream, and say how to answer. Never throws: failures
+ * become the API's own error shape.
+ */
+export async function handleProxyCall(
+  deps: ProxyDeps,
+  log: Logger,
+  api: Api,
+  header: HeaderGetter,
+  text: string,
+): Promise<ProxyOutcome> {
+  try {
+    const session = sessionOf(header, deps.store);
+    const body = parseJsonBody(text);
+    const request = api === "openai" ? openAIRequest(body) : toOpenAIRequest(body);
+    if (deps.maxTokensCap) capMaxTokens(request, deps.maxTokensCap);
+    const stream = body.stream === true;
+    const abort = new AbortController();
+    const pump = await openExchange({ ...deps, log }, session, api, request, stream, abort.signal);
+    if (stream) {
+      const includeUsage =
+        (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
+      return {
+        abort,
+        stream: (write) =>
+          pump(
+            api === "openai"
+              ? new OpenAIStreamWriter(write, session.adapter, includeUsage)
+              : new AnthropicStreamWriter(write, session.adapter),
+          ),
+      };
+    }
+    const sink = api === "openai" ? new OpenAICollector() : new AnthropicCollector();
+    await pump(sink);
+    if (sink.failure) throw new ProxyError(502, "upstream_error", sink.failure, true);
+    return { status: 200, headers: {}, json: sink.body() };
+  } catch (err) {
+    if (err instanceof UpstreamError)
+      log.warn({ status: err.status, message: err.message }, "upstream failure");
+    else if (!(err instanceof ProxyError)) log.error({ err, api }, "proxy failure");
+    return errorOutcome(api, err);
+  }
+}
+
+function openAIRequest(body: Record<string, unknown>): Record<string, unknown> {
+  if (!Array.isArray(body.messages)) {
+    throw new ProxyError(400, "invalid_request", "`messages` must be an array of chat messages");
+  }
+  if (typeof body.n === "number" && body.n > 1) {
+    throw new ProxyError(
+      400,
+      "invalid_request",
+      "`n` must be 1: the guard checks and captures one choice per call",
+    );
+  }
+  const out = { ...body };
+  for (const field of GUARD_FIELDS) delete out[field];
+  return out;
+}
+
+function capMaxTokens(request: Record<string, unknown>, cap: number): void {
+  for (const key of ["max_tokens", "max_completion_tokens"]) {
+    if (typeof request[key] === "number" && (request[key] as number) > cap) request[key] = cap;
+  }
+}

@@ -11,5 +11,7 @@ export const testStackEnv: Record<string, string> = {
   BRIDLE_TEMPORAL_PORT: "27233",
   BRIDLE_TEMPORAL_UI_PORT: "28233",
   BRIDLE_VLLM_PORT: "28000",
+  // Short generations keep rollouts on the CPU model quick; the tests check structure, not skill.
+  BRIDLE_MAX_TOKENS: "128",
   LOG_LEVEL: "info",
 };

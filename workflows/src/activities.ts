@@ -1,29 +1,244 @@
-import { BaseModelInfo, type CompletionRequest, CompletionResult } from "@bridle/contracts";
-import { callJson } from "@bridle/service-kit";
+import { mkdir, rename, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import {
+  AdapterVersion,
+  BaseModelInfo,
+  type CompletionRequest,
+  CompletionResult,
+  type EvalReport,
+  type ModelCall,
+  type RolloutRequest,
+  RolloutResult,
+  SampleResult,
+  type ScoredTrajectory,
+  TaskSummary,
+  type TrainConfig,
+  TrainStepView,
+  Trajectory,
+} from "@bridle/contracts";
+import { callJson, ServiceError } from "@bridle/service-kit";
+import { ApplicationFailure, heartbeat, sleep } from "@temporalio/activity";
+import { z } from "zod";
 
 export interface ActivityDeps {
-  /** Base URL of the serving service. */
   servingUrl: string;
+  tasksUrl: string;
+  runnerUrl: string;
+  guardUrl: string;
+  trainerUrl: string;
+  /** Where evaluation reports are written for people to read. */
+  dataDir: string;
+}
+
+/** One rollout's contribution to a training batch: a reference, never the trajectory itself. */
+export interface BatchEntry {
+  group: string;
+  reward: number;
+  guardSession: string;
+}
+
+export interface TrainStepInput {
+  run: string;
+  step: number;
+  config: TrainConfig;
+  batch: BatchEntry[];
+}
+
+export interface TrainStepSummary {
+  applied: boolean;
+  adapterPath: string;
+  adapterHash: string;
+  loss: number;
+  replayed: boolean;
+  tokensPerSecond: number;
 }
 
 /**
- * Activities are built by a factory so their dependencies (service URLs, clients) are injected
- * by the worker and replaceable in tests. Each activity is a plain HTTP call to a service.
+ * Runs `work` while heartbeating every few seconds, so Temporal notices a dead worker within the
+ * heartbeat timeout and retries the activity elsewhere; the details carry `progress()`.
+ */
+async function withHeartbeat<T>(work: Promise<T>, progress: () => unknown = () => undefined): Promise<T> {
+  const timer = setInterval(() => heartbeat(progress()), 5_000);
+  try {
+    return await work;
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+/** A 4xx from a service is a bad input that retrying will not fix. */
+function nonRetryable(err: unknown): never {
+  if (err instanceof ServiceError && !err.retryable && err.status < 500) {
+    throw ApplicationFailure.nonRetryable(err.message, err.code);
+  }
+  throw err;
+}
+
+/** The calls of a trajectory's main branch that carry what training needs. */
+function trainableCalls(trajectory: Trajectory): ModelCall[] {
+  const main = new Set(trajectory.mainBranch);
+  return trajectory.records
+    .filter((r) => main.has(r.seq) && r.promptTokenIds?.length && r.completionTokenIds?.length && r.logprobs)
+    .map((r) => ({
+      promptTokenIds: r.promptTokenIds!,
+      completionTokenIds: r.completionTokenIds!,
+      logprobs: r.logprobs!.map((l) => Math.min(0, l)),
+    }));
+}
+
+/**
+ * Activities are built by a factory so their dependencies (service URLs) are injected by the
+ * worker. Each is an HTTP call to a service; payloads stay small (ids and references).
  */
 export function createActivities(deps: ActivityDeps) {
   return {
-    /** Asks the serving service which base model and adapters the model server has. */
     async describeModel(): Promise<BaseModelInfo> {
       return callJson(`${deps.servingUrl}/v1/base-model`, { schema: BaseModelInfo });
     },
 
-    /** Asks the serving service for a short completion with token ids and logprobs. */
     async sampleCompletion(request: CompletionRequest): Promise<CompletionResult> {
       return callJson(`${deps.servingUrl}/v1/completions`, {
         schema: CompletionResult,
         body: request,
         timeoutMs: 120_000,
       });
+    },
+
+    /** A seeded, stratified batch of training tasks. */
+    async sampleTasks(input: {
+      seed: number;
+      cursor: number;
+      size: number;
+      categories?: string[];
+    }): Promise<SampleResult> {
+      return callJson(`${deps.tasksUrl}/v1/samples`, {
+        schema: SampleResult,
+        body: { ...input, split: "train" },
+      }).catch(nonRetryable);
+    },
+
+    /** Held-out tasks for an evaluation, in a stable order. */
+    async heldOutTasks(input: {
+      limit: number;
+      ids?: string[];
+    }): Promise<{ id: string; category: string }[]> {
+      const list = await callJson(`${deps.tasksUrl}/v1/tasks?split=held-out&controls=passed`, {
+        schema: z.object({ tasks: z.array(TaskSummary) }),
+      });
+      const all = input.ids
+        ? (
+            await callJson(`${deps.tasksUrl}/v1/tasks`, { schema: z.object({ tasks: z.array(TaskSummary) }) })
+          ).tasks.filter((t) => input.ids!.includes(t.id))
+        : list.tasks;
+      return all
+        .sort((a, b) => (a.id < b.id ? -1 : 1))
+        .slice(0, input.limit)
+        .map((t) => ({ id: t.id, category: t.category }));
+    },
+
+    /** One rollout, run to the end by the runner (idempotent by rollout id). */
+    async runRollout(request: RolloutRequest): Promise<RolloutResult> {
+      const started = Date.now();
+      return withHeartbeat(
+        callJson(`${deps.runnerUrl}/v1/rollouts`, {
+          schema: RolloutResult,
+          body: request,
+          timeoutMs: 6 * 3_600_000,
+        }).catch(nonRetryable),
+        () => ({ rolloutId: request.rolloutId, elapsedMs: Date.now() - started }),
+      );
+    },
+
+    /**
+     * One GRPO step, exactly once: the trainer keys it by (run, step) and returns the committed
+     * result when it is submitted again; this activity fetches the trajectories itself, so they
+     * never pass through workflow history.
+     */
+    async trainStep(input: TrainStepInput): Promise<TrainStepSummary> {
+      const trajectories: ScoredTrajectory[] = [];
+      for (const entry of input.batch) {
+        const trajectory = await callJson(
+          `${deps.guardUrl}/admin/sessions/${encodeURIComponent(entry.guardSession)}/trajectory`,
+          {
+            schema: Trajectory,
+            timeoutMs: 60_000,
+          },
+        );
+        const calls = trainableCalls(trajectory);
+        if (calls.length > 0) trajectories.push({ group: entry.group, reward: entry.reward, calls });
+      }
+      if (trajectories.length === 0) {
+        throw ApplicationFailure.nonRetryable("no rollout of this step captured token ids", "empty_batch");
+      }
+      const body = { run: input.run, step: input.step, config: input.config, trajectories };
+      let view = await callJson(`${deps.trainerUrl}/v1/steps`, {
+        schema: TrainStepView,
+        body,
+        timeoutMs: 120_000,
+      }).catch(nonRetryable);
+      while (view.state === "running") {
+        heartbeat(view.progress);
+        await sleep(1_000);
+        view = await callJson(`${deps.trainerUrl}/v1/steps/${input.run}/${input.step}`, {
+          schema: TrainStepView,
+        });
+      }
+      if (view.state === "failed") {
+        if (view.error.retryable)
+          throw new Error(`trainer step failed (${view.error.code}): ${view.error.message}`);
+        throw ApplicationFailure.nonRetryable(view.error.message, view.error.code);
+      }
+      const r = view.result;
+      return {
+        applied: r.applied,
+        adapterPath: r.adapterPath,
+        adapterHash: r.adapterHash,
+        loss: r.loss,
+        replayed: r.replayed,
+        tokensPerSecond: r.tokensPerSecond,
+      };
+    },
+
+    /** Loads an adapter version on the model server and proves it with the canary. */
+    async loadAdapter(input: {
+      name: string;
+      version: number;
+      path: string;
+      step: number;
+    }): Promise<AdapterVersion> {
+      const url = `${deps.servingUrl}/v1/adapters/${input.name}/versions`;
+      return withHeartbeat(
+        callJson(url, {
+          schema: AdapterVersion,
+          body: { path: input.path, step: input.step, version: input.version },
+          timeoutMs: 600_000,
+        }).catch(nonRetryable),
+      );
+    },
+
+    /** Which adapter version (and content hash) a served model name is; nulls for the base model. */
+    async resolveServed(model: string): Promise<{ version: number | null; hash: string | null }> {
+      const list = await callJson(`${deps.servingUrl}/v1/adapters`, {
+        schema: z.object({ adapters: z.array(z.object({ versions: z.array(AdapterVersion) })) }),
+      });
+      const version = list.adapters.flatMap((a) => a.versions).find((v) => v.servedName === model);
+      return version ? { version: version.version, hash: version.hash } : { version: null, hash: null };
+    },
+
+    /** Writes an evaluation report as JSON and Markdown where people can read it. */
+    async writeReport(input: {
+      id: string;
+      report: EvalReport;
+      markdown: string;
+    }): Promise<{ json: string; markdown: string }> {
+      const dir = join(deps.dataDir, "evals", input.id);
+      await mkdir(dir, { recursive: true });
+      const files = { json: join(dir, "report.json"), markdown: join(dir, "report.md") };
+      await writeFile(`${files.json}.tmp`, JSON.stringify(input.report, null, 2));
+      await rename(`${files.json}.tmp`, files.json);
+      await writeFile(`${files.markdown}.tmp`, input.markdown);
+      await rename(`${files.markdown}.tmp`, files.markdown);
+      return files;
     },
   };
 }

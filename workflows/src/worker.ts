@@ -10,15 +10,29 @@ const log = createLogger("worker", env.LOG_LEVEL);
 const workflowsPath = fileURLToPath(new URL("./workflows.ts", import.meta.url));
 
 const connection = await NativeConnection.connect({ address: env.TEMPORAL_ADDRESS });
-const activities = createActivities({ servingUrl: env.SERVING_URL });
-const worker = await Worker.create({
-  connection,
-  namespace: env.TEMPORAL_NAMESPACE,
-  taskQueue: TaskQueues.control,
-  workflowsPath,
-  activities,
+const activities = createActivities({
+  servingUrl: env.SERVING_URL,
+  tasksUrl: env.TASKS_URL,
+  guardUrl: env.GUARD_URL,
+  runnerUrl: env.RUNNER_URL,
+  trainerUrl: env.TRAINER_URL,
+  dataDir: env.WORKER_DATA_DIR,
 });
-log.info({ taskQueue: TaskQueues.control, namespace: env.TEMPORAL_NAMESPACE }, "worker started");
-await worker.run();
+const base = { connection, namespace: env.TEMPORAL_NAMESPACE, activities };
+// One worker per queue: workflows and cheap activities on control; rollouts, training steps and
+// adapter loads each on their own queue, so GPU nodes can serve only the GPU queues.
+const workers = await Promise.all(
+  env.WORKER_QUEUES.map((queue) =>
+    Worker.create({
+      ...base,
+      taskQueue: TaskQueues[queue],
+      ...(queue === "control" ? { workflowsPath } : {}),
+      ...(queue === "rollout" ? { maxConcurrentActivityTaskExecutions: env.ROLLOUT_SLOTS } : {}),
+      ...(queue === "training" || queue === "serving" ? { maxConcurrentActivityTaskExecutions: 1 } : {}),
+    }),
+  ),
+);
+log.info({ queues: env.WORKER_QUEUES, namespace: env.TEMPORAL_NAMESPACE }, "worker started");
+await Promise.all(workers.map((w) => w.run()));
 await connection.close();
 log.info("worker stopped");

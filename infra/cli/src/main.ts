@@ -4,6 +4,7 @@ import { createLogger, EnvError, ServiceError } from "@bridle/service-kit";
 import { guardCheck } from "./commands/guard-check.ts";
 import { runProbe } from "./commands/probe.ts";
 import { tasksCommand, tasksUsage } from "./commands/tasks.ts";
+import { evaluate, importBundledTasks, listRuns, train, trainingUsage } from "./commands/training.ts";
 import {
   down,
   endpoints,
@@ -27,6 +28,9 @@ Stack:
   probe [--prompt P] run the stack probe workflow through the gateway
   demo               up, then the probe; prints the Temporal UI link
 
+Training and evaluation:
+${trainingUsage}
+
 Guard:
   guard check <calls.jsonl>  apply the guard's rules to one tool call per line; prints one verdict per line
 
@@ -49,6 +53,18 @@ async function main(argv: string[]): Promise<number> {
       parallel: { type: "string" },
       "schema-only": { type: "boolean" },
       "no-controls": { type: "boolean" },
+      name: { type: "string" },
+      harness: { type: "string" },
+      steps: { type: "string" },
+      batch: { type: "string" },
+      group: { type: "string" },
+      follow: { type: "boolean" },
+      candidate: { type: "string" },
+      baseline: { type: "string" },
+      limit: { type: "string" },
+      attempts: { type: "string" },
+      "max-turns": { type: "string" },
+      "agent-timeout": { type: "string" },
     },
   });
   const command = positionals[0];
@@ -85,17 +101,44 @@ async function main(argv: string[]): Promise<number> {
     }
     case "probe":
       return probe(config, values.prompt);
-    case "demo": {
-      await up(config, say);
-      printEndpoints(config);
-      return probe(config, values.prompt);
+    case "demo":
+      return demo(config);
+    case "train": {
+      const run = await train(config, values, say);
+      return run.status === "FAILED" || run.status === "TERMINATED" ? 1 : 0;
     }
+    case "eval": {
+      const view = await evaluate(config, values, say);
+      return view.status === "COMPLETED" ? 0 : 1;
+    }
+    case "runs":
+      return listRuns(config, say);
     case "tasks":
       return tasksCommand(config, positionals.slice(1), values, say);
     default:
       process.stderr.write(`bridle: unknown command '${command}'\n\n${usage}\n`);
       return 2;
   }
+}
+
+/**
+ * The main job on the embedded default: bring the stack up, import the bundled tasks, run a short
+ * real training run (pi, the small model, 2 steps of a group of 2), then evaluate the trained
+ * adapter against the base model on held-out tasks.
+ */
+async function demo(config: StackConfig): Promise<number> {
+  await up(config, say);
+  printEndpoints(config);
+  await importBundledTasks(config, say);
+  const limits = { agentTimeoutSec: 240, maxTurns: 6, contextWindow: 8192, concurrency: 2 };
+  const run = await train(config, { follow: true }, say, limits);
+  if (run.status !== "COMPLETED" || !run.progress) return 1;
+  const candidate = run.progress.servedName;
+  if (candidate === config.modelName)
+    say("no step changed the adapter (all rewards equal): evaluating the base model against itself");
+  const view = await evaluate(config, { candidate, limit: "2" }, say, limits);
+  say(`training run in the Temporal UI: ${run.uiUrl}`);
+  return view.status === "COMPLETED" ? 0 : 1;
 }
 
 function printEndpoints(config: StackConfig): void {

@@ -8,6 +8,7 @@ export * from "./guard.ts";
 export * from "./probe.ts";
 export * from "./reward.ts";
 export * from "./rollout.ts";
+export * from "./runs.ts";
 export * from "./serving.ts";
 export * from "./task-queues.ts";
 export * from "./tasks.ts";

@@ -9,7 +9,14 @@ import { createGatewayApp } from "./app.ts";
 const temporal = new Client({ connection: Connection.lazy({ address: "127.0.0.1:1" }), namespace: "bridle" });
 const log = createLogger("gateway", "silent");
 const app = (apiToken?: string) =>
-  createGatewayApp({ log, temporal, namespace: "bridle", uiUrl: "http://127.0.0.1:8233", apiToken });
+  createGatewayApp({
+    log,
+    temporal,
+    namespace: "bridle",
+    uiUrl: "http://127.0.0.1:8233",
+    servingUrl: "http://127.0.0.1:1",
+    apiToken,
+  });
 
 const json = (body: unknown, headers: Record<string, string> = {}) => ({
   method: "POST",

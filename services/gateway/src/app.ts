@@ -1,12 +1,16 @@
 import { createApp, httpError, type Logger } from "@bridle/service-kit";
 import type { Client } from "@temporalio/client";
+import { adapterRoutes } from "./routes/adapters.ts";
+import { evalRoutes } from "./routes/evals.ts";
 import { probeRoutes } from "./routes/probes.ts";
+import { runRoutes } from "./routes/runs.ts";
 
 export interface GatewayDeps {
   log: Logger;
   temporal: Client;
   namespace: string;
   uiUrl: string;
+  servingUrl: string;
   apiToken?: string | undefined;
   bodyLimitBytes?: number;
 }
@@ -33,5 +37,8 @@ export function createGatewayApp(deps: GatewayDeps) {
     });
   }
   app.route("/v1/probes", probeRoutes(deps));
+  app.route("/v1/runs", runRoutes(deps));
+  app.route("/v1/evals", evalRoutes(deps));
+  app.route("/v1/adapters", adapterRoutes(deps.servingUrl));
   return app;
 }

@@ -7,6 +7,7 @@ export const GatewayEnv = BaseEnv.extend({
   TEMPORAL_ADDRESS: z.string().default("127.0.0.1:7233"),
   TEMPORAL_NAMESPACE: z.string().default(TemporalNamespace),
   TEMPORAL_UI_URL: z.string().url().default("http://127.0.0.1:8233"),
+  SERVING_URL: z.string().url().default("http://127.0.0.1:8701"),
   BRIDLE_API_TOKEN: z
     .string()
     .min(16, "use at least 16 characters")

@@ -13,6 +13,7 @@ const app = createGatewayApp({
   temporal,
   namespace: env.TEMPORAL_NAMESPACE,
   uiUrl: env.TEMPORAL_UI_URL,
+  servingUrl: env.SERVING_URL,
   apiToken: env.BRIDLE_API_TOKEN,
   bodyLimitBytes: env.BODY_LIMIT_BYTES,
 });

@@ -31,6 +31,13 @@ export const StackEnv = z.object({
       message: "must be one of 8, 16, 32, 64, 128, 256",
     })
     .default(16),
+  BRIDLE_MAX_TOKENS: z.coerce
+    .number()
+    .int()
+    .min(16)
+    .max(1_000_000)
+    .default(512)
+    .describe("Cap on new tokens per model call"),
   BRIDLE_API_TOKEN: z.string().min(16).optional(),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
@@ -60,6 +67,7 @@ export interface StackConfig {
   embeddedVllm: boolean;
   maxLoras: number;
   maxLoraRank: number;
+  maxTokens: number;
   apiToken: string | undefined;
   logLevel: string;
   dirs: { logs: string; run: string; temporal: string };
@@ -94,6 +102,7 @@ export function loadStackConfig(source: Record<string, string | undefined> = pro
     embeddedVllm: env.BRIDLE_VLLM_URL === undefined,
     maxLoras: env.BRIDLE_VLLM_MAX_LORAS,
     maxLoraRank: env.BRIDLE_VLLM_MAX_LORA_RANK,
+    maxTokens: env.BRIDLE_MAX_TOKENS,
     apiToken: env.BRIDLE_API_TOKEN,
     logLevel: env.LOG_LEVEL,
     dirs: { logs: join(data, "logs"), run: join(data, "run"), temporal: join(data, "temporal") },

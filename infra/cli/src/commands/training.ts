@@ -1,0 +1,194 @@
+import { resolve } from "node:path";
+import { EvalOutput, ImportResult, RunProgress, WorkflowStatus } from "@bridle/contracts";
+import { callJson } from "@bridle/service-kit";
+import { z } from "zod";
+import { repoRoot } from "../stack/config.ts";
+import type { StackConfig } from "../stack/index.ts";
+
+type Say = (line: string) => void;
+
+const RunView = z.object({
+  name: z.string(),
+  workflowId: z.string(),
+  status: WorkflowStatus,
+  uiUrl: z.string(),
+  progress: RunProgress.nullable(),
+});
+type RunView = z.infer<typeof RunView>;
+const EvalView = z.object({
+  id: z.string(),
+  workflowId: z.string(),
+  status: WorkflowStatus,
+  uiUrl: z.string(),
+  progress: z.object({ done: z.number(), total: z.number() }).nullable(),
+  output: EvalOutput.nullable(),
+  failure: z.string().nullable(),
+});
+
+export const trainingUsage = `  train [--name N] [--harness pi] [--steps 2] [--batch 1] [--group 2] [--follow]
+        [--max-turns N] [--agent-timeout SEC]
+                     start a training run through the gateway; --follow shows live progress
+  eval --candidate MODEL [--baseline MODEL] [--harness pi] [--limit N] [--attempts N]
+                     evaluate an adapter version against the base model on held-out tasks
+  runs               list training runs`;
+
+export interface TrainingFlags {
+  name?: string | undefined;
+  harness?: string | undefined;
+  steps?: string | undefined;
+  batch?: string | undefined;
+  group?: string | undefined;
+  follow?: boolean | undefined;
+  candidate?: string | undefined;
+  baseline?: string | undefined;
+  limit?: string | undefined;
+  attempts?: string | undefined;
+  "max-turns"?: string | undefined;
+  "agent-timeout"?: string | undefined;
+}
+
+/** Rollout limits shared by `train` and `eval`, from their flags. */
+function rolloutLimits(flags: TrainingFlags): Record<string, number> {
+  return {
+    ...(flags["max-turns"] ? { maxTurns: Number(flags["max-turns"]) } : {}),
+    ...(flags["agent-timeout"] ? { agentTimeoutSec: Number(flags["agent-timeout"]) } : {}),
+  };
+}
+
+const gateway = (config: StackConfig) => `http://${config.host}:${config.ports.gateway}`;
+const auth = (config: StackConfig): Record<string, string> =>
+  config.apiToken ? { authorization: `Bearer ${config.apiToken}` } : {};
+const int = (value: string | undefined, fallback: number) => (value === undefined ? fallback : Number(value));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Starts a training run; with `follow`, prints each change of phase and each finished step. */
+export async function train(
+  config: StackConfig,
+  flags: TrainingFlags,
+  say: Say,
+  extra: Record<string, unknown> = {},
+): Promise<RunView> {
+  const body = {
+    name: flags.name ?? `run-${new Date().toISOString().replace(/[-:T]/g, "").slice(0, 14)}`,
+    harness: flags.harness ?? "pi",
+    baseModel: config.modelName,
+    steps: int(flags.steps, 2),
+    batchSize: int(flags.batch, 1),
+    groupSize: int(flags.group, 2),
+    ...rolloutLimits(flags),
+    ...extra,
+  };
+  const started = await callJson(`${gateway(config)}/v1/runs`, {
+    schema: RunView,
+    body,
+    headers: auth(config),
+  });
+  say(
+    `run ${started.name} started: ${body.steps} step(s) of ${body.batchSize} task(s) x ${body.groupSize} rollouts with ${body.harness}`,
+  );
+  say(`  Temporal UI: ${started.uiUrl}`);
+  return flags.follow ? follow(config, started.name, say) : started;
+}
+
+async function follow(config: StackConfig, name: string, say: Say): Promise<RunView> {
+  let last = "";
+  let shown = 0;
+  for (;;) {
+    const run = await callJson(`${gateway(config)}/v1/runs/${name}`, {
+      schema: RunView,
+      headers: auth(config),
+    });
+    const p = run.progress;
+    if (p) {
+      const line = `  step ${p.step}/${p.steps}  ${p.phase.padEnd(10)} rollouts ${p.rolloutsDone}  env failures ${p.environmentFailures}  serving ${p.servedName}`;
+      if (line !== last) say(line);
+      last = line;
+      for (const m of p.metrics.slice(shown)) {
+        const f = (x: number | null, d = 3) => (x === null ? "n/a" : x.toFixed(d));
+        say(
+          `  step ${m.step} done: reward ${f(m.meanReward)}  success ${f(m.successRate, 2)}  tool calls ${f(m.meanToolCalls, 1)}  loss ${f(m.loss, 4)}  adapter ${m.adapterVersion ? `v${m.adapterVersion} (${m.adapterHash?.slice(0, 12)})` : "unchanged"}`,
+        );
+      }
+      shown = p.metrics.length;
+    }
+    if (run.status !== "RUNNING") {
+      say(`run ${name}: ${run.status}`);
+      return run;
+    }
+    await sleep(2_000);
+  }
+}
+
+/** Runs an evaluation and prints its Markdown report. */
+export async function evaluate(
+  config: StackConfig,
+  flags: TrainingFlags,
+  say: Say,
+  extra: Record<string, unknown> = {},
+) {
+  if (!flags.candidate)
+    throw new Error("bridle eval: --candidate <served model or adapter version> is required");
+  const body = {
+    candidate: flags.candidate,
+    baseline: flags.baseline ?? config.modelName,
+    harness: flags.harness ?? "pi",
+    limit: int(flags.limit, 4),
+    attempts: int(flags.attempts, 1),
+    ...rolloutLimits(flags),
+    ...extra,
+  };
+  const started = await callJson(`${gateway(config)}/v1/evals`, {
+    schema: EvalView,
+    body,
+    headers: auth(config),
+  });
+  say(`evaluation ${started.id}: ${body.candidate} vs ${body.baseline} (${body.harness})`);
+  say(`  Temporal UI: ${started.uiUrl}`);
+  let last = "";
+  for (;;) {
+    const view = await callJson(`${gateway(config)}/v1/evals/${started.id}`, {
+      schema: EvalView,
+      headers: auth(config),
+    });
+    if (view.progress) {
+      const line = `  rollouts ${view.progress.done}/${view.progress.total}`;
+      if (line !== last) say(line);
+      last = line;
+    }
+    if (view.status !== "RUNNING") {
+      if (view.output) {
+        say("");
+        say(view.output.markdown);
+        say(`report: ${view.output.files.markdown} (and report.json beside it)`);
+      }
+      if (view.failure) say(`evaluation failed: ${view.failure}`);
+      return view;
+    }
+    await sleep(2_000);
+  }
+}
+
+export async function listRuns(config: StackConfig, say: Say): Promise<number> {
+  const list = await callJson(`${gateway(config)}/v1/runs`, {
+    schema: z.object({
+      runs: z.array(
+        z.object({ name: z.string(), status: z.string(), startedAt: z.string(), uiUrl: z.string() }),
+      ),
+    }),
+    headers: auth(config),
+  });
+  if (list.runs.length === 0) say("no training runs yet");
+  for (const r of list.runs) say(`${r.name.padEnd(28)} ${r.status.padEnd(10)} ${r.startedAt}  ${r.uiUrl}`);
+  return 0;
+}
+
+/** The bundled task suite, imported into the running tasks service (controls run there). */
+export async function importBundledTasks(config: StackConfig, say: Say): Promise<void> {
+  const result = await callJson(`http://${config.host}:${config.ports.tasks}/v1/tasks/import`, {
+    schema: ImportResult,
+    body: { path: resolve(repoRoot, "tasks") },
+    timeoutMs: 3_600_000,
+  });
+  const ok = result.verdicts.filter((v) => v.ok).length;
+  say(`imported ${ok} of ${result.verdicts.length} bundled tasks (oracle and nop controls passed)`);
+}

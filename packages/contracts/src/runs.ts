@@ -1,0 +1,128 @@
+import { z } from "zod";
+import { EvalReport } from "./evaluation.ts";
+import { RunId, TrainConfig } from "./training.ts";
+
+/** A training run's configuration: what the user starts, validated at the gateway. */
+export const TrainingRunConfig = z
+  .object({
+    name: RunId.describe("The run's name: part of its workflow id and its adapter's name"),
+    baseModel: z.string().min(1).default("smollm2-135m").describe("Served name of the base model"),
+    harness: z.string().min(1).default("pi"),
+    steps: z.number().int().min(1).max(100_000).default(2),
+    batchSize: z.number().int().min(1).max(256).default(1).describe("Tasks per step"),
+    groupSize: z.number().int().min(1).max(64).default(2).describe("Rollouts per task (the GRPO group)"),
+    seed: z
+      .number()
+      .int()
+      .min(0)
+      .max(2 ** 31 - 1)
+      .default(0),
+    categories: z
+      .array(z.enum(["build", "repair", "extend", "qa"]))
+      .min(1)
+      .optional(),
+    concurrency: z.number().int().min(1).max(64).default(2).describe("Rollouts in flight at once"),
+    maxTurns: z.number().int().min(1).max(200).default(17),
+    agentTimeoutSec: z
+      .number()
+      .positive()
+      .max(24 * 3600)
+      .optional(),
+    contextWindow: z.number().int().min(1_024).default(8_192),
+    resampleLimit: z
+      .number()
+      .int()
+      .min(0)
+      .max(10)
+      .default(2)
+      .describe("Retries of an environment-failed rollout"),
+    train: TrainConfig.default(TrainConfig.parse({})),
+    evalEvery: z
+      .number()
+      .int()
+      .min(0)
+      .default(0)
+      .describe("Evaluate every K steps; 0 = never during the run"),
+    evalTasks: z.number().int().min(1).max(1_000).default(4),
+  })
+  .strict();
+export type TrainingRunConfig = z.infer<typeof TrainingRunConfig>;
+
+/** One step's figures, as the run records them. */
+export const StepMetrics = z.object({
+  step: z.number().int(),
+  rollouts: z.number().int(),
+  environmentFailures: z.number().int(),
+  resampled: z.number().int(),
+  meanReward: z.number().nullable(),
+  successRate: z.number().nullable(),
+  meanToolCalls: z.number().nullable(),
+  blocked: z.number().int(),
+  applied: z.boolean(),
+  loss: z.number().nullable(),
+  adapterVersion: z.number().int().nullable(),
+  adapterHash: z.string().nullable(),
+  evalScore: z.number().nullable(),
+  finishedAt: z.string(),
+});
+export type StepMetrics = z.infer<typeof StepMetrics>;
+
+export const RunPhase = z.enum([
+  "starting",
+  "sampling",
+  "rollouts",
+  "training",
+  "loading",
+  "evaluating",
+  "paused",
+  "done",
+  "cancelled",
+]);
+
+/** What a run's `progress` query answers; also what continue-as-new carries (kept compact). */
+export const RunProgress = z.object({
+  name: z.string(),
+  phase: RunPhase,
+  step: z.number().int().describe("Steps completed"),
+  steps: z.number().int(),
+  paused: z.boolean(),
+  cancelRequested: z.boolean(),
+  adapter: z.string().describe("<model>/<harness>/<run>"),
+  adapterVersion: z.number().int().describe("Latest serving version; 0 = base model only"),
+  servedName: z.string().describe("What rollouts sample: the latest version, or the base model"),
+  cursor: z.number().int(),
+  environmentFailures: z.number().int(),
+  rolloutsDone: z.number().int(),
+  metrics: z.array(StepMetrics).describe("The most recent steps (older ones are in the history)"),
+});
+export type RunProgress = z.infer<typeof RunProgress>;
+
+export const EvalConfig = z
+  .object({
+    id: RunId.optional(),
+    harness: z.string().min(1).default("pi"),
+    candidate: z.string().min(1).describe("Served name of the adapter version to evaluate"),
+    baseline: z.string().min(1).default("smollm2-135m").describe("Base model or another adapter version"),
+    tasks: z.array(z.string().min(1)).min(1).optional().describe("Default: the held-out split"),
+    limit: z.number().int().min(1).max(1_000).default(100).describe("First N held-out tasks"),
+    attempts: z.number().int().min(1).max(16).default(1),
+    temperature: z.number().min(0).max(2).default(0.8),
+    concurrency: z.number().int().min(1).max(64).default(2),
+    maxTurns: z.number().int().min(1).max(200).default(17),
+    agentTimeoutSec: z
+      .number()
+      .positive()
+      .max(24 * 3600)
+      .optional(),
+    contextWindow: z.number().int().min(1_024).default(8_192),
+  })
+  .strict();
+export type EvalConfig = z.infer<typeof EvalConfig>;
+
+export const EvalOutput = z.object({
+  id: z.string(),
+  report: EvalReport,
+  markdown: z.string(),
+  files: z.object({ json: z.string(), markdown: z.string() }),
+});
+export type EvalOutput = z.infer<typeof EvalOutput>;

@@ -1,0 +1,232 @@
+import {
+  ErrorBody,
+  RunProgress,
+  SearchAttributes,
+  TaskQueues,
+  TrainingRunConfig,
+  WorkflowStatus,
+} from "@bridle/contracts";
+import { createRouter, httpError } from "@bridle/service-kit";
+import type { trainingRun } from "@bridle/workflows";
+import { createRoute, z } from "@hono/zod-openapi";
+import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from "@temporalio/client";
+import { defineSearchAttributeKey } from "@temporalio/common";
+import { streamSSE } from "hono/streaming";
+import { toStatus, workflowUiUrl } from "../temporal.ts";
+
+export interface RunDeps {
+  temporal: Client;
+  namespace: string;
+  uiUrl: string;
+}
+
+const jsonError = (description: string) => ({
+  description,
+  content: { "application/json": { schema: ErrorBody } },
+});
+const json = <T extends z.ZodType>(schema: T, description: string) => ({
+  description,
+  content: { "application/json": { schema } },
+});
+const Name = z.object({ name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, "a run name") });
+
+export const RunView = z.object({
+  name: z.string(),
+  workflowId: z.string(),
+  status: WorkflowStatus,
+  uiUrl: z.string(),
+  progress: RunProgress.nullable(),
+});
+export type RunView = z.infer<typeof RunView>;
+
+const runWorkflowId = (name: string) => `run-${name}`;
+const keys = {
+  run: defineSearchAttributeKey(SearchAttributes.run.name, "KEYWORD"),
+  kind: defineSearchAttributeKey(SearchAttributes.kind.name, "KEYWORD"),
+  harness: defineSearchAttributeKey(SearchAttributes.harness.name, "KEYWORD"),
+  model: defineSearchAttributeKey(SearchAttributes.model.name, "KEYWORD"),
+  step: defineSearchAttributeKey(SearchAttributes.step.name, "INT"),
+};
+
+/** Training runs: start, list, read, pause, resume, cancel, metrics and a live event stream. */
+export function runRoutes(deps: RunDeps) {
+  const ui = (id: string) => workflowUiUrl(deps.uiUrl, deps.namespace, id);
+  const handle = (name: string) => deps.temporal.workflow.getHandle(runWorkflowId(name));
+
+  async function view(name: string): Promise<RunView> {
+    const h = handle(name);
+    try {
+      const description = await h.describe();
+      const status = toStatus(description.status.name);
+      const progress =
+        status === "RUNNING"
+          ? await h.query<RunProgress>("progress")
+          : status === "COMPLETED"
+            ? RunProgress.parse(await h.result())
+            : null;
+      return { name, workflowId: h.workflowId, status, uiUrl: ui(h.workflowId), progress };
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) throw httpError(404, "not_found", `no run named '${name}'`);
+      throw err;
+    }
+  }
+
+  const signal = (name: "pause" | "resume" | "cancel") =>
+    createRoute({
+      method: "post",
+      path: `/{name}/${name}`,
+      summary: `${name[0]!.toUpperCase()}${name.slice(1)} a run`,
+      request: { params: Name },
+      responses: {
+        202: json(RunView, "Signalled"),
+        404: jsonError("No such run"),
+        409: jsonError("The run is not running"),
+      },
+    });
+  const signalHandler =
+    (name: "pause" | "resume" | "cancel") => async (c: { req: { valid(t: "param"): { name: string } } }) => {
+      const run = c.req.valid("param").name;
+      const current = await view(run);
+      if (current.status !== "RUNNING")
+        throw httpError(409, "not_running", `run '${run}' is ${current.status}`);
+      await handle(run).signal(name);
+      return view(run);
+    };
+
+  return createRouter()
+    .openapi(
+      createRoute({
+        method: "post",
+        path: "/",
+        summary: "Start a training run",
+        request: { body: { content: { "application/json": { schema: TrainingRunConfig } }, required: true } },
+        responses: {
+          202: json(RunView, "Started"),
+          400: jsonError("Invalid configuration"),
+          409: jsonError("A run with this name exists"),
+          503: jsonError("Temporal unavailable"),
+        },
+      }),
+      async (c) => {
+        const config = c.req.valid("json");
+        const id = runWorkflowId(config.name);
+        await deps.temporal.workflow
+          .start<typeof trainingRun>("trainingRun", {
+            taskQueue: TaskQueues.control,
+            workflowId: id,
+            args: [{ config }],
+            staticSummary: `Train ${config.baseModel} for ${config.harness}: ${config.steps} steps of ${config.batchSize} task(s) x ${config.groupSize} rollouts`,
+            staticDetails: `Run ${config.name}; adapter ${config.baseModel}/${config.harness}/${config.name}`,
+            typedSearchAttributes: [
+              { key: keys.run, value: config.name },
+              { key: keys.kind, value: "training" },
+              { key: keys.harness, value: config.harness },
+              { key: keys.model, value: config.baseModel },
+              { key: keys.step, value: 0 },
+            ],
+          })
+          .catch((err: unknown) => {
+            if (err instanceof WorkflowExecutionAlreadyStartedError) {
+              throw httpError(409, "run_exists", `a run named '${config.name}' exists; pick another name`);
+            }
+            throw httpError(503, "temporal_unavailable", `cannot start the run: ${String(err)}`, {
+              retryable: true,
+            });
+          });
+        c.get("log").info({ run: config.name, workflowId: id }, "run started");
+        return c.json(
+          { name: config.name, workflowId: id, status: "RUNNING" as const, uiUrl: ui(id), progress: null },
+          202,
+        );
+      },
+    )
+    .openapi(
+      createRoute({
+        method: "get",
+        path: "/",
+        summary: "Training runs, newest first",
+        responses: {
+          200: json(
+            z.object({
+              runs: z.array(
+                z.object({
+                  name: z.string(),
+                  workflowId: z.string(),
+                  status: WorkflowStatus,
+                  startedAt: z.string(),
+                  uiUrl: z.string(),
+                }),
+              ),
+            }),
+            "Runs",
+          ),
+        },
+      }),
+      async (c) => {
+        const runs = [];
+        for await (const w of deps.temporal.workflow.list({ query: "WorkflowType = 'trainingRun'" })) {
+          runs.push({
+            name: w.workflowId.replace(/^run-/, ""),
+            workflowId: w.workflowId,
+            status: toStatus(w.status.name),
+            startedAt: w.startTime.toISOString(),
+            uiUrl: ui(w.workflowId),
+          });
+          if (runs.length >= 200) break;
+        }
+        return c.json({ runs }, 200);
+      },
+    )
+    .openapi(
+      createRoute({
+        method: "get",
+        path: "/{name}",
+        summary: "A run's status and progress",
+        request: { params: Name },
+        responses: { 200: json(RunView, "Run"), 404: jsonError("No such run") },
+      }),
+      async (c) => c.json(await view(c.req.valid("param").name), 200),
+    )
+    .openapi(
+      createRoute({
+        method: "get",
+        path: "/{name}/metrics",
+        summary: "Per-step figures of a run",
+        request: { params: Name },
+        responses: {
+          200: json(z.object({ name: z.string(), metrics: RunProgress.shape.metrics }), "Metrics"),
+          404: jsonError("No such run"),
+        },
+      }),
+      async (c) => {
+        const run = await view(c.req.valid("param").name);
+        return c.json({ name: run.name, metrics: run.progress?.metrics ?? [] }, 200);
+      },
+    )
+    .openapi(signal("pause"), async (c) => c.json(await signalHandler("pause")(c), 202))
+    .openapi(signal("resume"), async (c) => c.json(await signalHandler("resume")(c), 202))
+    .openapi(signal("cancel"), async (c) => c.json(await signalHandler("cancel")(c), 202))
+    .get("/:name/events", async (c) => {
+      const name = c.req.param("name");
+      await view(name); // 404 before the stream opens
+      return streamSSE(c, async (stream) => {
+        let last = "";
+        let id = 0;
+        while (!stream.aborted) {
+          const current = await view(name).catch(() => undefined);
+          if (current) {
+            const text = JSON.stringify(current);
+            if (text !== last) {
+              last = text;
+              await stream.writeSSE({ event: "progress", data: text, id: String(id++) });
+            }
+            if (current.status !== "RUNNING") {
+              await stream.writeSSE({ event: "end", data: JSON.stringify({ status: current.status }) });
+              return;
+            }
+          }
+          await stream.sleep(1_000);
+        }
+      });
+    });
+}

@@ -1,0 +1,143 @@
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { EvalOutput, ImportResult, RunProgress } from "@bridle/contracts";
+import { callJson } from "@bridle/service-kit";
+import { Client, Connection } from "@temporalio/client";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { componentState, config, gatewayUrl, postJson, waitFor } from "./helpers.ts";
+
+const RunView = z.object({ status: z.string(), uiUrl: z.string(), progress: RunProgress.nullable() });
+const EvalView = z.object({
+  status: z.string(),
+  output: EvalOutput.nullable(),
+  failure: z.string().nullable(),
+});
+const repo = fileURLToPath(new URL("../..", import.meta.url));
+const limits = { agentTimeoutSec: 150, maxTurns: 2, contextWindow: 8192, concurrency: 2 };
+
+let temporal: Client;
+let connection: Connection;
+beforeAll(async () => {
+  const imported = await callJson(`http://${config.host}:${config.ports.tasks}/v1/tasks/import`, {
+    schema: ImportResult,
+    body: { path: `${repo}/tasks` },
+    timeoutMs: 600_000,
+  });
+  expect(imported.verdicts.filter((v) => v.ok).length).toBeGreaterThan(20);
+  connection = await Connection.connect({ address: `${config.host}:${config.ports.temporal}` });
+  temporal = new Client({ connection, namespace: "bridle" });
+}, 900_000);
+afterAll(() => connection?.close());
+
+const run = (name: string) => callJson(`${gatewayUrl}/v1/runs/${name}`, { schema: RunView });
+
+describe("a training run and an evaluation on the real embedded stack (pi, SmolLM2 on vLLM)", () => {
+  it("trains through the HTTP API and survives a worker killed mid-rollout", async () => {
+    const started = await postJson(`${gatewayUrl}/v1/runs`, {
+      name: "e2e-http",
+      steps: 1,
+      batchSize: 1,
+      groupSize: 2,
+      categories: ["repair"],
+      ...limits,
+    });
+    expect(started.status).toBe(202);
+    // Kill the worker while rollouts are in flight: the supervisor restarts it, Temporal retries
+    // the activities, and the runner answers a retried rollout id with the same rollout.
+    await waitFor("rollouts to start", async () =>
+      (await run("e2e-http")).progress?.phase === "rollouts" ? true : undefined,
+    );
+    const worker = await componentState("worker");
+    process.kill(worker.pid!, "SIGKILL");
+
+    const done = await waitFor(
+      "the run to finish",
+      async () => {
+        const view = await run("e2e-http");
+        return view.status === "RUNNING" ? undefined : view;
+      },
+      900_000,
+    );
+    expect(done.status).toBe("COMPLETED");
+    const p = done.progress!;
+    expect(p.step).toBe(1);
+    expect(p.metrics).toHaveLength(1);
+    const m = p.metrics[0]!;
+    // Every rollout is accounted for: the group, plus one more per resampled environment failure.
+    expect(m.rollouts).toBe(2);
+    expect(p.rolloutsDone).toBe(2 + m.resampled);
+    expect(m.environmentFailures).toBeGreaterThanOrEqual(m.resampled);
+
+    const history = await temporal.workflow.getHandle("run-e2e-http").fetchHistory();
+    const activities = (history.events ?? [])
+      .map((e) => e.activityTaskScheduledEventAttributes?.activityType?.name)
+      .filter(Boolean);
+    expect(activities).toContain("sampleTasks");
+    expect(activities.filter((a) => a === "runRollout")).toHaveLength(p.rolloutsDone);
+    if (m.meanReward !== null) expect(activities).toContain("trainStep");
+    expect((await componentState("worker")).restarts).toBeGreaterThan(0);
+  }, 1_200_000);
+
+  it("evaluates through the HTTP API with a paired report", async () => {
+    const started = await postJson(`${gatewayUrl}/v1/evals`, {
+      id: "e2e-eval",
+      candidate: config.modelName,
+      baseline: config.modelName,
+      limit: 1,
+      ...limits,
+    });
+    expect(started.status).toBe(202);
+    const view = await callJson(`${gatewayUrl}/v1/evals/e2e-eval?wait=true`, {
+      schema: EvalView,
+      timeoutMs: 900_000,
+    });
+    expect(view.status).toBe("COMPLETED");
+    const report = view.output!.report;
+    expect(report.servedBy).toHaveLength(2);
+    expect(report.overall.tasks + report.environmentFailures.length).toBeGreaterThan(0);
+    expect(view.output!.markdown).toContain("# Evaluation");
+  }, 1_000_000);
+
+  it("trains and evaluates again through the bridle CLI", () => {
+    const env = { ...process.env };
+    const cli = (args: string[]) =>
+      spawnSync(process.execPath, ["--import", "tsx", `${repo}/infra/cli/src/main.ts`, ...args], {
+        encoding: "utf8",
+        env,
+        timeout: 1_200_000,
+      });
+    const trained = cli([
+      "train",
+      "--name",
+      "e2e-cli",
+      "--steps",
+      "1",
+      "--group",
+      "2",
+      "--max-turns",
+      "2",
+      "--agent-timeout",
+      "150",
+      "--follow",
+    ]);
+    expect(trained.status, trained.stderr).toBe(0);
+    expect(trained.stdout).toMatch(/run e2e-cli: COMPLETED/);
+    expect(trained.stdout).toMatch(/step 1 done: reward/);
+    const evaluated = cli([
+      "eval",
+      "--candidate",
+      config.modelName,
+      "--limit",
+      "1",
+      "--max-turns",
+      "2",
+      "--agent-timeout",
+      "150",
+    ]);
+    expect(evaluated.status, evaluated.stderr).toBe(0);
+    expect(evaluated.stdout).toMatch(/# Evaluation: /);
+    const runs = cli(["runs"]);
+    expect(runs.stdout).toMatch(/e2e-cli\s+COMPLETED/);
+  }, 2_400_000);
+});

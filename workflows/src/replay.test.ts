@@ -1,0 +1,28 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { Worker } from "@temporalio/worker";
+import { describe, expect, it } from "vitest";
+
+const dir = fileURLToPath(new URL("../histories", import.meta.url));
+const workflowsPath = fileURLToPath(new URL("./workflows.ts", import.meta.url));
+const histories = readdirSync(dir).filter((f) => f.endsWith(".json"));
+
+/**
+ * Saved histories of real runs, replayed against today's workflow code: a change that would break
+ * a running workflow (a non-deterministic edit without `patched()`) fails here, before it ships.
+ */
+describe("workflow histories replay against the current code", () => {
+  it("has a saved history of every workflow type", () => {
+    const types = histories.map((f) => f.split(".")[0]);
+    expect(new Set(types)).toEqual(new Set(["evaluation", "probeStack", "trainingRun"]));
+  });
+
+  it.each(histories)(
+    "%s",
+    async (file) => {
+      const history = JSON.parse(readFileSync(`${dir}/${file}`, "utf8"));
+      await Worker.runReplayHistory({ workflowsPath }, history, file);
+    },
+    120_000,
+  );
+});

@@ -1,0 +1,85 @@
+import { type EvalConfig, type EvalOutcome, type EvalOutput, TaskQueues } from "@bridle/contracts";
+import { buildReport, renderMarkdown } from "@bridle/evaluation";
+import { defineQuery, proxyActivities, setHandler, workflowInfo } from "@temporalio/workflow";
+import type { Activities } from "../activities.ts";
+import { mapPool } from "./pool.ts";
+
+const { heldOutTasks, resolveServed, writeReport } = proxyActivities<Activities>({
+  startToCloseTimeout: "2 minutes",
+  retry: { maximumAttempts: 10 },
+});
+const { runRollout } = proxyActivities<Activities>({
+  taskQueue: TaskQueues.rollout,
+  startToCloseTimeout: "6 hours",
+  heartbeatTimeout: "30 seconds",
+  retry: { initialInterval: "5 seconds", maximumInterval: "2 minutes", maximumAttempts: 20 },
+});
+
+export const evalProgress = defineQuery<{ done: number; total: number }>("progress");
+
+/**
+ * Adapter vs base model (or two adapter versions) on held-out tasks with the harness fixed: N
+ * attempts per task, paired per task, environment failures listed apart, and which model served
+ * each rollout. The report is returned and written as JSON and Markdown.
+ */
+export async function evaluation(config: EvalConfig & { id: string }): Promise<EvalOutput> {
+  const tasks = await heldOutTasks({ limit: config.limit, ...(config.tasks ? { ids: config.tasks } : {}) });
+  const jobs = tasks.flatMap((task) =>
+    (["candidate", "baseline"] as const).flatMap((arm) =>
+      Array.from({ length: config.attempts }, (_, attempt) => ({ task, arm, attempt })),
+    ),
+  );
+  const served = {
+    candidate: { model: config.candidate, ...(await resolveServed(config.candidate)) },
+    baseline: { model: config.baseline, ...(await resolveServed(config.baseline)) },
+  };
+  let done = 0;
+  setHandler(evalProgress, () => ({ done, total: jobs.length }));
+
+  const outcomes = await mapPool(
+    jobs,
+    config.concurrency,
+    async ({ task, arm, attempt }): Promise<EvalOutcome> => {
+      const model = arm === "candidate" ? config.candidate : config.baseline;
+      const rolloutId = `${config.id}/${task.id}/${arm}/${attempt}`;
+      const result = await runRollout({
+        rolloutId,
+        taskId: task.id,
+        harness: config.harness,
+        model,
+        capture: false,
+        guardMode: "block",
+        rewardMode: "eval",
+        maxTurns: config.maxTurns,
+        contextWindow: config.contextWindow,
+        ...(config.agentTimeoutSec ? { agentTimeoutSec: config.agentTimeoutSec } : {}),
+        labels: { eval: config.id, arm },
+      });
+      done++;
+      const failed = result.environmentFailure;
+      return {
+        rolloutId,
+        taskId: task.id,
+        category: task.category,
+        arm,
+        attempt,
+        correct: failed ? null : result.correctness === 1 && result.blocked.length === 0,
+        toolCalls: result.toolCalls.guard,
+        servedBy: { ...served[arm], model: result.servedModels[0] ?? model },
+        ...(failed ? { failure: `${failed.stage}: ${failed.reason}` } : {}),
+      };
+    },
+  );
+
+  const report = buildReport({
+    candidate: config.candidate,
+    baseline: config.baseline,
+    harness: config.harness,
+    attemptsPerTask: config.attempts,
+    temperature: config.temperature,
+    outcomes,
+  });
+  const markdown = renderMarkdown(report);
+  const files = await writeReport({ id: workflowInfo().workflowId, report, markdown });
+  return { id: config.id, report, markdown, files };
+}

@@ -1,0 +1,226 @@
+import {
+  type RolloutResult,
+  type RunProgress,
+  SearchAttributes,
+  type StepMetrics,
+  TaskQueues,
+  type TrainingRunConfig,
+} from "@bridle/contracts";
+import { defineSearchAttributeKey } from "@temporalio/common";
+import {
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  executeChild,
+  proxyActivities,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo,
+} from "@temporalio/workflow";
+import type { Activities, BatchEntry } from "../activities.ts";
+import { evaluation } from "./evaluation.ts";
+import { mapPool } from "./pool.ts";
+
+const { sampleTasks } = proxyActivities<Activities>({
+  startToCloseTimeout: "2 minutes",
+  retry: { maximumInterval: "30 seconds", maximumAttempts: 50 },
+});
+const { runRollout } = proxyActivities<Activities>({
+  taskQueue: TaskQueues.rollout,
+  startToCloseTimeout: "6 hours",
+  heartbeatTimeout: "30 seconds",
+  retry: { initialInterval: "5 seconds", maximumInterval: "2 minutes", maximumAttempts: 50 },
+});
+// GPU work: when a GPU node dies its heartbeats stop, and the retry runs on another worker of the queue.
+const { trainStep } = proxyActivities<Activities>({
+  taskQueue: TaskQueues.training,
+  startToCloseTimeout: "12 hours",
+  heartbeatTimeout: "30 seconds",
+  retry: { initialInterval: "5 seconds", maximumInterval: "1 minute", maximumAttempts: 100 },
+});
+const { loadAdapter } = proxyActivities<Activities>({
+  taskQueue: TaskQueues.serving,
+  startToCloseTimeout: "30 minutes",
+  heartbeatTimeout: "30 seconds",
+  retry: { initialInterval: "5 seconds", maximumInterval: "1 minute", maximumAttempts: 100 },
+});
+
+export const pauseSignal = defineSignal("pause");
+export const resumeSignal = defineSignal("resume");
+export const cancelSignal = defineSignal("cancel");
+export const progressQuery = defineQuery<RunProgress>("progress");
+
+const step = defineSearchAttributeKey(SearchAttributes.step.name, "INT");
+const evalScore = defineSearchAttributeKey(SearchAttributes.evalScore.name, "DOUBLE");
+const METRICS_KEPT = 20;
+
+/**
+ * A training run: per step, sample tasks, run a group of rollouts per task (bounded concurrency,
+ * environment failures resampled), one GRPO step on the trainer, load and prove the new adapter
+ * version, record the figures, evaluate every K steps. Pause, resume and cancel are signals;
+ * `progress` is a query. Long runs continue as new with compact state when Temporal suggests it.
+ * A step is applied exactly once: rollout ids and the trainer's (run, step) key are deterministic.
+ */
+export async function trainingRun(input: {
+  config: TrainingRunConfig;
+  state?: RunProgress;
+}): Promise<RunProgress> {
+  const { config } = input;
+  const adapter = `${config.baseModel}/${config.harness}/${config.name}`;
+  const state: RunProgress = input.state ?? {
+    name: config.name,
+    phase: "starting",
+    step: 0,
+    steps: config.steps,
+    paused: false,
+    cancelRequested: false,
+    adapter,
+    adapterVersion: 0,
+    servedName: config.baseModel,
+    cursor: 0,
+    environmentFailures: 0,
+    rolloutsDone: 0,
+    metrics: [],
+  };
+  setHandler(progressQuery, () => state);
+  setHandler(pauseSignal, () => {
+    state.paused = true;
+  });
+  setHandler(resumeSignal, () => {
+    state.paused = false;
+  });
+  setHandler(cancelSignal, () => {
+    state.cancelRequested = true;
+  });
+
+  while (state.step < config.steps && !state.cancelRequested) {
+    if (state.paused) {
+      state.phase = "paused";
+      await condition(() => !state.paused || state.cancelRequested);
+      if (state.cancelRequested) break;
+    }
+    await runStep(config, state);
+    if (workflowInfo().continueAsNewSuggested && state.step < config.steps) {
+      await condition(allHandlersFinished);
+      await continueAsNew<typeof trainingRun>({ config, state });
+    }
+  }
+  state.phase = state.cancelRequested ? "cancelled" : "done";
+  return state;
+}
+
+async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<void> {
+  const number = state.step + 1;
+  state.phase = "sampling";
+  const sample = await sampleTasks({
+    seed: config.seed,
+    cursor: state.cursor,
+    size: config.batchSize,
+    ...(config.categories ? { categories: config.categories } : {}),
+  });
+  const jobs = sample.tasks.flatMap((task) =>
+    Array.from({ length: config.groupSize }, (_, member) => ({ task, member })),
+  );
+
+  state.phase = "rollouts";
+  let failures = 0;
+  let resampled = 0;
+  const results = await mapPool(jobs, config.concurrency, async ({ task, member }) => {
+    for (let attempt = 0; ; attempt++) {
+      const result = await runRollout({
+        rolloutId: `${config.name}/s${number}/${task.id}/g${member}${attempt > 0 ? `/r${attempt}` : ""}`,
+        taskId: task.id,
+        harness: config.harness,
+        model: state.servedName,
+        capture: true,
+        guardMode: "block",
+        rewardMode: "train",
+        maxTurns: config.maxTurns,
+        contextWindow: config.contextWindow,
+        ...(config.agentTimeoutSec ? { agentTimeoutSec: config.agentTimeoutSec } : {}),
+        labels: { run: config.name, step: String(number) },
+      });
+      state.rolloutsDone++;
+      if (!result.environmentFailure) return result;
+      failures++;
+      if (attempt >= config.resampleLimit) return result;
+      resampled++;
+    }
+  });
+  state.environmentFailures += failures;
+  const valid = results.filter((r): r is RolloutResult & { reward: number } => r.reward !== null);
+  const batch: BatchEntry[] = valid
+    .filter((r) => r.refs.guardSession !== null)
+    .map((r) => ({ group: r.taskId, reward: r.reward, guardSession: r.refs.guardSession! }));
+
+  let applied = false;
+  let loss: number | null = null;
+  let hash: string | null = null;
+  if (batch.length > 0) {
+    state.phase = "training";
+    const trained = await trainStep({ run: config.name, step: number, config: config.train, batch });
+    applied = trained.applied;
+    loss = trained.loss;
+    if (trained.applied) {
+      state.phase = "loading";
+      const version = await loadAdapter({
+        name: state.adapter,
+        version: state.adapterVersion + 1,
+        path: trained.adapterPath,
+        step: number,
+      });
+      state.adapterVersion = version.version;
+      state.servedName = version.servedName;
+      hash = version.hash;
+    }
+  }
+
+  const metrics: StepMetrics = {
+    step: number,
+    rollouts: results.length,
+    environmentFailures: failures,
+    resampled,
+    meanReward: mean(valid.map((r) => r.reward)),
+    successRate: mean(valid.map((r) => (r.correctness === 1 ? 1 : 0))),
+    meanToolCalls: mean(valid.map((r) => r.toolCalls.guard)),
+    blocked: valid.reduce((n, r) => n + r.blocked.length, 0),
+    applied,
+    loss,
+    adapterVersion: state.adapterVersion || null,
+    adapterHash: hash,
+    evalScore: null,
+    finishedAt: new Date().toISOString(),
+  };
+  if (config.evalEvery > 0 && number % config.evalEvery === 0 && state.adapterVersion > 0) {
+    state.phase = "evaluating";
+    const output = await executeChild(evaluation, {
+      workflowId: `${workflowInfo().workflowId}-eval-s${number}`,
+      taskQueue: TaskQueues.control,
+      args: [{ ...evalDefaults(config), id: `${config.name}-eval-s${number}`, candidate: state.servedName }],
+    });
+    metrics.evalScore = output.report.overall.difference.estimate;
+    upsertSearchAttributes([{ key: evalScore, value: metrics.evalScore }]);
+  }
+  state.cursor = sample.nextCursor;
+  state.step = number;
+  state.metrics = [...state.metrics, metrics].slice(-METRICS_KEPT);
+  upsertSearchAttributes([{ key: step, value: number }]);
+}
+
+function evalDefaults(config: TrainingRunConfig) {
+  return {
+    harness: config.harness,
+    baseline: config.baseModel,
+    limit: config.evalTasks,
+    attempts: 1,
+    temperature: 0.8,
+    concurrency: config.concurrency,
+    maxTurns: config.maxTurns,
+    contextWindow: config.contextWindow,
+    ...(config.agentTimeoutSec ? { agentTimeoutSec: config.agentTimeoutSec } : {}),
+  };
+}
+
+const mean = (xs: number[]) => (xs.length === 0 ? null : xs.reduce((a, b) => a + b, 0) / xs.length);

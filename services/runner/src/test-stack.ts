@@ -51,7 +51,7 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
         throw new Error(`task import failed: ${JSON.stringify(imported)}`);
     }
     const home = loadStackConfig().home;
-    const deps = {
+    const app = createRunnerApp({
       log: createLogger("runner", "warn"),
       tasksUrl,
       guardUrl,
@@ -59,14 +59,11 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
       dataDir: join(data, "runner"),
       install: { npmRoot: join(home, "harnesses", "node_modules"), hermesVenv: join(home, "hermes-venv") },
       maxConcurrent: 4,
-    };
-    const app = createRunnerApp(deps);
+    });
     return {
       app,
       upstreamUrl: upstream.url,
       guardUrl,
-      /** The runner's settings, to build a second runner app over the same services. */
-      deps,
       /** Replaces the scripted model's replies (each conversation gets turn N at its Nth reply). */
       async script(turns: unknown[]) {
         const res = await fetch(`${upstream.url}/_scripted/script`, {

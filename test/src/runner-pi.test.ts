@@ -47,12 +47,13 @@ describe("pi against the real embedded model on vLLM, through the real guard, ru
     expect(traj.status).toBe(200);
     const trajectory = Trajectory.parse(await traj.json());
     expect(trajectory.toolCalls).toBe(result.toolCalls.guard);
-    // A call the agent timeout cut short is recorded too, with the tokens it got so far.
-    expect(trajectory.records.length).toBeGreaterThan(0);
-    for (const record of trajectory.records) {
+    // A call the agent timeout cut short is recorded too, with the tokens it got so far (a call cut
+    // before its first token has none, so the check is on the calls that produced some).
+    const generated = trajectory.records.filter((r) => (r.completionTokenIds?.length ?? 0) > 0);
+    expect(generated.length).toBeGreaterThan(0);
+    for (const record of generated) {
       expect(record.servedModel).toBe(config.modelName);
       expect(record.promptTokenIds?.length).toBeGreaterThan(1_000); // pi's prompt alone
-      expect(record.completionTokenIds?.length).toBeGreaterThan(0);
       expect(record.logprobs).toHaveLength(record.completionTokenIds!.length);
       for (const logprob of record.logprobs!) expect(logprob).toBeLessThanOrEqual(0);
     }

@@ -49,7 +49,7 @@ describe("pi rollouts that fail for the environment (scripted upstream model: a 
   it("the model endpoint answers only errors: pi gives up, an environment failure", async () => {
     await stack.script([{ error: { status: 500, message: "scripted model server fault" } }]);
     const result = await rollout("upstream-errors");
-    expectEnvironmentFailure(result, "harness", /502|scripted model server fault/);
+    expectEnvironmentFailure(result, "harness", /502 model server error 500: scripted model server fault/);
     expect(result.stopReason).toBe("error");
     // pi retried before giving up; each try reached the model server through the guard.
     expect(await upstreamRequests()).toBeGreaterThan(1);

@@ -34,6 +34,22 @@ export const trajectoryUrl = (s: RolloutServices, sessionId: string) =>
 export const trajectory = (s: RolloutServices, sessionId: string) =>
   callJson(trajectoryUrl(s, sessionId), { schema: Trajectory, timeoutMs: 30_000 });
 
+/**
+ * The trajectory once the guard has written every call of the session. The guard appends a call's
+ * record just after the harness has read the reply, so a harness that exits (or is killed) at
+ * once can be faster than that write: read until two reads `settleMs` apart agree.
+ */
+export async function settledTrajectory(s: RolloutServices, sessionId: string, settleMs = 100) {
+  let previous = await trajectory(s, sessionId);
+  for (let i = 0; i < 20; i++) {
+    await new Promise((resolve) => setTimeout(resolve, settleMs));
+    const current = await trajectory(s, sessionId);
+    if (current.calls === previous.calls) return current;
+    previous = current;
+  }
+  return previous;
+}
+
 export const verify = (
   s: RolloutServices,
   request: Partial<VerificationRequest> & { taskId: string; workspace: string },

@@ -40,7 +40,7 @@ const moves: Record<string, { read: object; write: object; run: (command: string
 
 let stack: Awaited<ReturnType<typeof startRolloutStack>>;
 beforeAll(async () => {
-  stack = await startRolloutStack(19510, [TASK]);
+  stack = await startRolloutStack(19710, [TASK]);
 }, 600_000);
 afterAll(() => stack?.stop());
 

@@ -9,7 +9,7 @@ import {
   agentTask,
   type RolloutServices,
   registerSession,
-  trajectory,
+  settledTrajectory,
   trajectoryUrl,
   verify,
 } from "./clients.ts";
@@ -138,12 +138,21 @@ async function execute(x: Execution): Promise<RolloutResult> {
     for (const file of task.environment) {
       await sandbox.writeWorkspaceFile(file.path, Buffer.from(file.base64, "base64"), file.mode);
     }
-    await runHarness(x, sandbox, apiKey, result);
-    const captured = await trajectory(deps, session.id).catch((err: unknown) =>
+    // The trajectory is read even when the harness failed: the guard's count of what it served
+    // explains the failure (and a crash after a tool call is not a crash before any).
+    const harnessFailure = await runHarness(x, sandbox, apiKey, result).then(
+      () => undefined,
+      (err: unknown) => {
+        if (err instanceof EnvironmentFailure) return err;
+        throw err;
+      },
+    );
+    const captured = await settledTrajectory(deps, session.id).catch((err: unknown) =>
       unavailable("the guard", err),
     );
     applyTrajectory(result, captured);
-    if (!result.environmentFailure) await runVerifier(x, sandbox, result);
+    if (harnessFailure) throw harnessFailure;
+    await runVerifier(x, sandbox, result);
   } catch (err) {
     if (!(err instanceof EnvironmentFailure)) throw err;
     result.environmentFailure = { stage: err.stage, reason: err.message };

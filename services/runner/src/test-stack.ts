@@ -19,20 +19,22 @@ const main = (service: string) => join(repo, "services", service, "src", "main.t
 export async function startRolloutStack(basePort: number, taskDirs: string[]) {
   const data = mkdtempSync(join(tmpdir(), "bridle-runner-test-"));
   const processes: RunningProcess[] = [];
+  const named = new Map<string, RunningProcess>();
   const service = async (name: string, port: number, env: Record<string, string>) => {
     const url = `http://127.0.0.1:${port}`;
-    processes.push(
-      await spawnProcess(process.execPath, ["--import", "tsx", main(name)], {
-        env: { PORT: String(port), LOG_LEVEL: "warn", ...env },
-        ready: () => httpOk(`${url}/healthz`),
-        timeoutMs: 60_000,
-      }),
-    );
+    const proc = await spawnProcess(process.execPath, ["--import", "tsx", main(name)], {
+      env: { PORT: String(port), LOG_LEVEL: "warn", ...env },
+      ready: () => httpOk(`${url}/healthz`),
+      timeoutMs: 60_000,
+    });
+    processes.push(proc);
+    named.set(name, proc);
     return url;
   };
   try {
     const upstream = await spawnScriptedUpstream({ turns: [{ text: "ready" }], select: "conversation" });
     processes.push(upstream);
+    named.set("upstream", upstream);
     const guardUrl = await service("guard", basePort, {
       UPSTREAM_URL: upstream.url,
       GUARD_DATA_DIR: join(data, "guard"),
@@ -69,6 +71,10 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
           body: JSON.stringify({ turns, select: "conversation" }),
         });
         if (!res.ok) throw new Error(`script rejected: ${await res.text()}`);
+      },
+      /** Stops one process of the stack for good (to take a service or the model server down). */
+      async kill(name: "upstream" | "guard" | "tasks" | "verifier") {
+        await named.get(name)?.stop();
       },
       async stop() {
         for (const p of processes.reverse()) await p.stop();

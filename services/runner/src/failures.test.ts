@@ -1,0 +1,162 @@
+import { ErrorBody, RolloutResult } from "@bridle/contracts";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startRolloutStack } from "./test-stack.ts";
+
+const TASK = "repair-slugify-visible-test";
+const run = (command: string) => ({ name: "bash", arguments: { command } });
+const solved = [{ tool_calls: [run("python3 test_slug.py || true")] }, { text: "I ran the tests." }];
+
+let stack: Awaited<ReturnType<typeof startRolloutStack>>;
+beforeAll(async () => {
+  stack = await startRolloutStack(19720, [TASK]);
+}, 600_000);
+afterAll(() => stack?.stop());
+
+function post(body: Record<string, unknown>) {
+  return stack.app.request("/v1/rollouts", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ taskId: TASK, harness: "pi", model: "scripted-model", ...body }),
+  });
+}
+
+async function rollout(rolloutId: string, body: Record<string, unknown> = {}) {
+  const res = await post({ rolloutId, agentTimeoutSec: 120, ...body });
+  expect(res.status, await res.clone().text()).toBe(200);
+  if (process.env.DEBUG_ROLLOUT) console.log(await res.clone().text());
+  return RolloutResult.parse(await res.json());
+}
+
+async function upstreamRequests(): Promise<number> {
+  const res = await fetch(`${stack.upstreamUrl}/_scripted/requests`);
+  return ((await res.json()) as unknown[]).length;
+}
+
+async function guardRecords(sessionId: string) {
+  const res = await fetch(`${stack.guardUrl}/admin/sessions/${sessionId}/trajectory`);
+  return ((await res.json()) as { records: { error: string | null }[] }).records;
+}
+
+/** An environment failure is excluded from training: no correctness and no reward, never a zero. */
+function expectEnvironmentFailure(result: RolloutResult, stage: string, reason: RegExp) {
+  expect(result.environmentFailure?.stage).toBe(stage);
+  expect(result.environmentFailure?.reason).toMatch(reason);
+  expect(result.correctness).toBeNull();
+  expect(result.reward).toBeNull();
+}
+
+describe("pi rollouts that fail for the environment (scripted upstream model: a test double)", () => {
+  it("the model endpoint answers only errors: pi gives up, an environment failure", async () => {
+    await stack.script([{ error: { status: 500, message: "scripted model server fault" } }]);
+    const result = await rollout("upstream-errors");
+    expectEnvironmentFailure(result, "harness", /502 model server error 500: scripted model server fault/);
+    expect(result.stopReason).toBe("error");
+    // pi retried before giving up; each try reached the model server through the guard.
+    expect(await upstreamRequests()).toBeGreaterThan(1);
+    expect(result.toolCalls.guard).toBe(0);
+  });
+
+  it("the harness process is killed mid-run: an environment failure, not a zero", async () => {
+    await stack.script([{ tool_calls: [run("kill -9 $PPID")] }, { text: "unreachable" }]);
+    const result = await rollout("killed");
+    expectEnvironmentFailure(result, "harness", /exit|killed|signal|no assistant/i);
+    expect(result.toolCalls.guard).toBe(1);
+  });
+
+  it("the harness hangs past its agent timeout: killed on time, an environment failure", async () => {
+    await stack.script([{ text: "thinking very slowly ".repeat(8), chunk_chars: 4, delay_ms: 20_000 }]);
+    const started = performance.now();
+    const result = await rollout("hangs", { agentTimeoutSec: 3 });
+    expectEnvironmentFailure(result, "harness", /past its 3s timeout/);
+    expect(result.stopReason).toBe("timeout");
+    expect(result.durationsMs.harness).toBeLessThan(15_000);
+    expect(performance.now() - started).toBeLessThan(30_000);
+  });
+});
+
+describe("requests the runner refuses", () => {
+  it("an unknown harness is a 400 naming body.harness", async () => {
+    const res = await post({ harness: "no-such-harness" });
+    expect(res.status).toBe(400);
+    const body = ErrorBody.parse(await res.json());
+    expect(body.error.code).toBe("unknown_harness");
+    expect(body.error.issues?.[0]?.path).toBe("body.harness");
+  });
+
+  it("an unknown task is a 404", async () => {
+    const res = await post({ taskId: "no-such-task" });
+    expect(res.status).toBe(404);
+    expect(ErrorBody.parse(await res.json()).error.code).toBe("unknown_task");
+  });
+
+  it("bad fields are a 400 with their paths", async () => {
+    const res = await post({ maxTurns: 0, contextWindow: "big" });
+    expect(res.status).toBe(400);
+    const paths = ErrorBody.parse(await res.json()).error.issues?.map((i) => i.path);
+    expect(paths).toEqual(expect.arrayContaining(["body.maxTurns", "body.contextWindow"]));
+  });
+});
+
+describe("a rollout id runs once", () => {
+  it("a finished rollout id returns its stored result without running again", async () => {
+    await stack.script(solved);
+    const first = await rollout("once");
+    expect(first.environmentFailure).toBeNull();
+    expect(first.correctness).toBe(0);
+    const calls = await upstreamRequests();
+    const again = await rollout("once");
+    expect(again).toEqual(first);
+    expect(await upstreamRequests()).toBe(calls);
+    const stored = await stack.app.request("/v1/rollouts/once");
+    expect(RolloutResult.parse(await stored.json())).toEqual(first);
+  });
+});
+
+// Each of these takes a process down for good, so they run last, in this order.
+describe("services going down", () => {
+  it("the verifier down after the harness ran: a retryable 503, nothing stored", async () => {
+    await stack.kill("verifier");
+    await stack.script(solved);
+    const res = await post({ rolloutId: "verifier-down" });
+    expect(res.status).toBe(503);
+    const body = ErrorBody.parse(await res.json());
+    expect(body.error.retryable).toBe(true);
+    expect(body.error.message).toMatch(/verifier/);
+    expect((await stack.app.request("/v1/rollouts/verifier-down")).status).toBe(404);
+  });
+
+  it("the model server goes down mid-rollout: the guard answers 503 and it is an environment failure", async () => {
+    await stack.script([{ tool_calls: [run("sleep 6")] }, { text: "never served" }]);
+    const pending = rollout("model-server-down");
+    const deadline = Date.now() + 60_000;
+    while ((await upstreamRequests()) < 1 && Date.now() < deadline) await sleep(100);
+    // The first turn is served within a second and pi then runs `sleep 6`: take the model server away.
+    await sleep(2_000);
+    await stack.kill("upstream");
+    const result = await pending;
+    expectEnvironmentFailure(result, "harness", /503/);
+    expect(result.toolCalls.guard).toBe(1);
+    const records = await guardRecords(result.refs.guardSession!);
+    expect(records.map((r) => r.error)).toEqual([null]);
+  });
+
+  it("the guard down: a retryable 503", async () => {
+    await stack.kill("guard");
+    const res = await post({ rolloutId: "guard-down" });
+    expect(res.status).toBe(503);
+    const body = ErrorBody.parse(await res.json());
+    expect(body.error.retryable).toBe(true);
+    expect(body.error.message).toMatch(/guard/);
+  });
+
+  it("the tasks service down: a retryable 503", async () => {
+    await stack.kill("tasks");
+    const res = await post({ rolloutId: "tasks-down" });
+    expect(res.status).toBe(503);
+    const body = ErrorBody.parse(await res.json());
+    expect(body.error.retryable).toBe(true);
+    expect(body.error.message).toMatch(/tasks/);
+  });
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

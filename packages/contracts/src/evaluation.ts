@@ -25,7 +25,12 @@ export const EvalOutcome = z.object({
 });
 export type EvalOutcome = z.infer<typeof EvalOutcome>;
 
-export const Interval = z.object({ estimate: z.number(), low: z.number(), high: z.number() });
+/** An estimate with its 95% interval; null where there is too little data (JSON has no NaN). */
+export const Interval = z.object({
+  estimate: z.number().nullable(),
+  low: z.number().nullable(),
+  high: z.number().nullable(),
+});
 
 const ArmSummary = z.object({
   successRate: Interval.describe("Wilson 95% interval over valid attempts"),

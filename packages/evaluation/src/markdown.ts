@@ -1,7 +1,8 @@
 import type { Comparison, EvalReport } from "@bridle/contracts";
 
-const pct = (x: number) => (Number.isFinite(x) ? `${(100 * x).toFixed(1)}%` : "n/a");
-const pts = (x: number) => (Number.isFinite(x) ? `${x >= 0 ? "+" : ""}${(100 * x).toFixed(1)}` : "n/a");
+const pct = (x: number | null) => (x !== null && Number.isFinite(x) ? `${(100 * x).toFixed(1)}%` : "n/a");
+const pts = (x: number | null) =>
+  x !== null && Number.isFinite(x) ? `${x >= 0 ? "+" : ""}${(100 * x).toFixed(1)}` : "n/a";
 const num = (x: number | null) => (x === null ? "n/a" : x.toFixed(2));
 
 function diff(c: Comparison): string {

@@ -1,4 +1,4 @@
-import type { EvalOutcome } from "@bridle/contracts";
+import { type EvalOutcome, EvalReport } from "@bridle/contracts";
 import { describe, expect, it } from "vitest";
 import { renderMarkdown } from "./markdown.ts";
 import { buildReport } from "./report.ts";
@@ -102,5 +102,21 @@ describe("the paired evaluation report", () => {
     expect(md).toContain("| solved / attempts | 3 / 3 | 2 / 3 |");
     expect(md).toContain("+33.3 pts");
     expect(md).toContain("t4 (candidate, attempt 0");
+  });
+
+  it("reports nulls, not NaN, when every rollout failed, and still validates against the contract", () => {
+    const failed = buildReport({
+      candidate: "a",
+      baseline: "b",
+      harness: "pi",
+      attemptsPerTask: 1,
+      temperature: 0.8,
+      outcomes: [outcome("t9", "qa", "candidate", null), outcome("t9", "qa", "baseline", null)],
+    });
+    const roundTripped = EvalReport.parse(JSON.parse(JSON.stringify(failed)));
+    expect(roundTripped.overall.tasks).toBe(0);
+    expect(roundTripped.overall.difference).toEqual({ estimate: null, low: null, high: null });
+    expect(roundTripped.environmentFailures).toHaveLength(2);
+    expect(renderMarkdown(failed)).toContain("n/a");
   });
 });

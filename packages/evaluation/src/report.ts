@@ -31,11 +31,16 @@ function byTask(outcomes: readonly EvalOutcome[]): Map<string, TaskArms> {
 const rate = (xs: EvalOutcome[]) => xs.filter((x) => x.correct).length / xs.length;
 const solvedCalls = (xs: EvalOutcome[]) => xs.filter((x) => x.correct).map((x) => x.toolCalls);
 const orNull = (x: number) => (Number.isNaN(x) ? null : x);
+const interval = (i: { estimate: number; low: number; high: number }) => ({
+  estimate: orNull(i.estimate),
+  low: orNull(i.low),
+  high: orNull(i.high),
+});
 
 function armSummary(xs: EvalOutcome[]) {
   const solved = xs.filter((x) => x.correct).length;
   return {
-    successRate: wilson(solved, xs.length),
+    successRate: interval(wilson(solved, xs.length)),
     solved,
     attempts: xs.length,
     toolCallsPerSolved: orNull(mean(solvedCalls(xs))),
@@ -54,7 +59,7 @@ export function compare(tasks: TaskArms[]): Comparison {
     tasks: paired.length,
     candidate: armSummary(paired.flatMap((t) => t.candidate)),
     baseline: armSummary(paired.flatMap((t) => t.baseline)),
-    difference: meanInterval(paired.map((t) => rate(t.candidate) - rate(t.baseline))),
+    difference: interval(meanInterval(paired.map((t) => rate(t.candidate) - rate(t.baseline)))),
     bothSolved: {
       tasks: both.length,
       candidateToolCalls: candidateCalls,

@@ -1,18 +1,24 @@
 import type { VllmClient } from "./vllm.ts";
 
-/** A fixed prompt whose every token the canary scores, under the base model and under an adapter. */
+/** A fixed prompt; the canary compares the next-token distributions of base model and adapter after it. */
 const PROMPT =
   "def fibonacci(n):\n    if n < 2:\n        return n\n    return fibonacci(n - 1) + fibonacci(n - 2)\n\n" +
   "The quick brown fox jumps over the lazy dog. Answer in one word:";
 
+/** How many of the most likely next tokens the canary compares. */
+const TOP_K = 10;
+
 /**
  * Proof of serving: an adapter whose logprobs on the canary prompt equal the base model's is not
- * being applied (mismatched module names, a stale cache, the base model sampled by mistake).
+ * being applied (mismatched module names, a stale cache, the base model sampled by mistake). It
+ * compares the top-10 next-token logprobs from one forward pass: as sensitive as scoring every
+ * prompt token (a LoRA delta moves the whole distribution) at a fraction of the cost on CPU, where
+ * vLLM's prompt logprobs are slow.
  */
 export class Canary {
   /** Below this largest |delta logprob| an adapter counts as equal to the base model. */
   static readonly minDelta = 1e-4;
-  private base: Promise<number[]> | undefined;
+  private base: Promise<Record<string, number>> | undefined;
 
   constructor(private readonly vllm: VllmClient) {}
 
@@ -21,11 +27,11 @@ export class Canary {
     this.base = undefined;
   }
 
-  private async baseLogprobs(): Promise<number[]> {
+  private async baseLogprobs(): Promise<Record<string, number>> {
     if (!this.base) {
       this.base = this.vllm
         .baseModel()
-        .then((m) => this.vllm.promptLogprobs(m.id, PROMPT))
+        .then((m) => this.vllm.nextTokenLogprobs(m.id, PROMPT, TOP_K))
         .catch((err) => {
           this.base = undefined;
           throw err;
@@ -38,9 +44,25 @@ export class Canary {
   async deltaFromBase(served: string): Promise<number> {
     const [base, adapted] = await Promise.all([
       this.baseLogprobs(),
-      this.vllm.promptLogprobs(served, PROMPT),
+      this.vllm.nextTokenLogprobs(served, PROMPT, TOP_K),
     ]);
-    if (base.length !== adapted.length) return Number.POSITIVE_INFINITY;
-    return Math.max(...base.map((b, i) => Math.abs(b - adapted[i]!)));
+    return Math.max(oneWay(base, adapted), oneWay(adapted, base));
   }
+}
+
+/**
+ * The largest |delta| over the tokens of `a`. A token missing from `b`'s top-k has a logprob in `b`
+ * at most `b`'s smallest listed one: that bound (at least 10x the threshold, since a changed top-k is
+ * never noise) stands in for the unknown difference.
+ */
+function oneWay(a: Record<string, number>, b: Record<string, number>): number {
+  const floor = Math.min(...Object.values(b));
+  let delta = 0;
+  for (const [token, logprob] of Object.entries(a)) {
+    const other = b[token];
+    const d =
+      other === undefined ? Math.max(logprob - floor, Canary.minDelta * 10) : Math.abs(logprob - other);
+    delta = Math.max(delta, d);
+  }
+  return delta;
 }

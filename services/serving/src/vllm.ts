@@ -22,7 +22,12 @@ const Completion = z.object({
         finish_reason: z.string().nullable(),
         token_ids: z.array(z.number().int()).nullish(),
         prompt_token_ids: z.array(z.number().int()).nullish(),
-        logprobs: z.object({ token_logprobs: z.array(z.number().nullable()) }).nullish(),
+        logprobs: z
+          .object({
+            token_logprobs: z.array(z.number().nullable()),
+            top_logprobs: z.array(z.record(z.string(), z.number()).nullable()).nullish(),
+          })
+          .nullish(),
         prompt_logprobs: z
           .array(z.record(z.string(), z.object({ logprob: z.number() })).nullable())
           .nullish(),
@@ -134,5 +139,20 @@ export class VllmClient {
       if (lp === undefined) throw new Error(`the model server gave no logprob for prompt token ${i + 1}`);
       return lp;
     });
+  }
+
+  /**
+   * The `k` most likely next tokens after `prompt` and their logprobs, from one forward pass: a
+   * cheap fingerprint of the model's output distribution.
+   */
+  async nextTokenLogprobs(model: string, prompt: string, k: number): Promise<Record<string, number>> {
+    const response = await callJson(`${this.baseUrl}/v1/completions`, {
+      schema: Completion,
+      timeoutMs: this.timeoutMs,
+      body: { model, prompt, max_tokens: 1, temperature: 0, logprobs: k },
+    });
+    const top = response.choices[0]!.logprobs?.top_logprobs?.[0];
+    if (!top) throw new Error("the model server returned no top logprobs");
+    return top;
   }
 }

@@ -1,7 +1,3 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { loadStackConfig, type Running, stackComponents, startComponent } from "@bridle/cli/stack";
 import {
   AdapterVersion,
   CompletionResult,
@@ -11,36 +7,21 @@ import {
   TrainStepView,
 } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { config } from "./helpers.ts";
 
-// The real pieces, started from the stack launcher's definitions: vLLM (CPU), serving, trainer.
-const data = mkdtempSync(join(tmpdir(), "bridle-e2e-learning-"));
-const config = loadStackConfig({
-  BRIDLE_HOME: process.env.BRIDLE_HOME ?? resolve(import.meta.dirname, "../../.bridle"),
-  BRIDLE_DATA: data,
-  BRIDLE_PORT_BASE: "19690",
-  BRIDLE_VLLM_PORT: "19684",
-  LOG_LEVEL: "warn",
-});
-const byName = (name: string) => stackComponents(config).find((c) => c.name === name)!;
+// The real stack from global-setup (vLLM on the CPU, serving, the trainer worker).
 const serving = `http://${config.host}:${config.ports.serving}`;
 const trainer = `http://${config.host}:${config.ports.trainer}`;
-const running: Running[] = [];
 const ADAPTER = "smollm2/e2e/learn";
 
 beforeAll(async () => {
-  for (const name of ["vllm", "serving", "trainer"]) running.push(await startComponent(byName(name), data));
   for (;;) {
     const worker = await callJson(`${trainer}/v1/worker`, { schema: TrainerWorkerInfo });
     if (worker.state === "ready") break;
     await new Promise((r) => setTimeout(r, 500));
   }
-});
-
-afterAll(async () => {
-  for (const component of running.reverse()) await component.stop();
-  rmSync(data, { recursive: true, force: true });
-});
+}, 300_000);
 
 const sample = (seed: number) =>
   callJson(`${serving}/v1/completions`, {

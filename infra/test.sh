@@ -14,7 +14,7 @@ pnpm exec turbo run typecheck --output-logs=errors-only
 echo "==> tests"
 find . -name test-results.json -not -path '*/node_modules/*' -delete
 status=0
-pnpm exec turbo run test --concurrency=1 --output-logs=full -- --reporter=default --reporter=json \
+pnpm exec turbo run test --concurrency=1 --continue --output-logs=full -- --reporter=default --reporter=json \
   --outputFile=test-results.json || status=$?
 node --import tsx infra/test-summary.ts "$((($(date +%s) - started)))" || status=1
 exit "$status"

@@ -51,3 +51,14 @@ export async function postJson(url: string, body: unknown, headers: Record<strin
   // biome-ignore lint/suspicious/noExplicitAny: tests read third-party JSON (vLLM's) loosely, by design
   return { status: res.status, json: json as any };
 }
+
+/** Imports the bundled task suite into the test stack's tasks service, once per run. */
+export async function ensureBundledTasks(): Promise<number> {
+  const tasksUrl = `http://${config.host}:${config.ports.tasks}/v1/tasks`;
+  const listed = (await (await fetch(tasksUrl)).json()) as { tasks: unknown[] };
+  if (listed.tasks.length > 20) return listed.tasks.length;
+  const repo = new URL("../..", import.meta.url).pathname;
+  const res = await postJson(`${tasksUrl}/import`, { path: `${repo}tasks` });
+  if (res.status !== 200) throw new Error(`task import failed: ${JSON.stringify(res.json)}`);
+  return (res.json.verdicts as { ok: boolean }[]).filter((v) => v.ok).length;
+}

@@ -1,11 +1,11 @@
 import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { EvalOutput, ImportResult, RunProgress } from "@bridle/contracts";
+import { EvalOutput, RunProgress } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
 import { Client, Connection } from "@temporalio/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { componentState, config, gatewayUrl, postJson, waitFor } from "./helpers.ts";
+import { componentState, config, ensureBundledTasks, gatewayUrl, postJson, waitFor } from "./helpers.ts";
 
 const RunView = z.object({ status: z.string(), uiUrl: z.string(), progress: RunProgress.nullable() });
 const EvalView = z.object({
@@ -19,12 +19,7 @@ const limits = { agentTimeoutSec: 150, maxTurns: 2, contextWindow: 8192, concurr
 let temporal: Client;
 let connection: Connection;
 beforeAll(async () => {
-  const imported = await callJson(`http://${config.host}:${config.ports.tasks}/v1/tasks/import`, {
-    schema: ImportResult,
-    body: { path: `${repo}/tasks` },
-    timeoutMs: 600_000,
-  });
-  expect(imported.verdicts.filter((v) => v.ok).length).toBeGreaterThan(20);
+  expect(await ensureBundledTasks()).toBeGreaterThan(20);
   connection = await Connection.connect({ address: `${config.host}:${config.ports.temporal}` });
   temporal = new Client({ connection, namespace: "bridle" });
 }, 900_000);

@@ -4,4 +4,5 @@ export * from "./client.ts";
 export * from "./env.ts";
 export * from "./errors.ts";
 export * from "./logger.ts";
+export * from "./openapi.ts";
 export * from "./serve.ts";

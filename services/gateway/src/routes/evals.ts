@@ -1,13 +1,6 @@
 import { randomUUID } from "node:crypto";
-import {
-  ErrorBody,
-  EvalConfig,
-  EvalOutput,
-  SearchAttributes,
-  TaskQueues,
-  WorkflowStatus,
-} from "@bridle/contracts";
-import { createRouter, httpError } from "@bridle/service-kit";
+import { EvalConfig, EvalOutput, SearchAttributes, TaskQueues, WorkflowStatus } from "@bridle/contracts";
+import { createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
 import type { evaluation } from "@bridle/workflows";
 import { createRoute, z } from "@hono/zod-openapi";
 import {
@@ -19,14 +12,6 @@ import {
 import { defineSearchAttributeKey } from "@temporalio/common";
 import { toStatus, workflowUiUrl } from "../temporal.ts";
 
-const jsonError = (description: string) => ({
-  description,
-  content: { "application/json": { schema: ErrorBody } },
-});
-const json = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
 const Id = z.object({ id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, "an evaluation id") });
 
 export const EvalView = z.object({
@@ -54,9 +39,9 @@ export function evalRoutes(deps: { temporal: Client; namespace: string; uiUrl: s
         summary: "Start an evaluation",
         request: { body: { content: { "application/json": { schema: EvalConfig } }, required: true } },
         responses: {
-          202: json(EvalView, "Started"),
-          400: jsonError("Invalid configuration"),
-          409: jsonError("Exists"),
+          202: jsonContent(EvalView, "Started"),
+          400: errorContent("Invalid configuration"),
+          409: errorContent("Exists"),
         },
       }),
       async (c) => {
@@ -101,7 +86,7 @@ export function evalRoutes(deps: { temporal: Client; namespace: string; uiUrl: s
         path: "/{id}",
         summary: "An evaluation's status, and its report once done",
         request: { params: Id, query: z.object({ wait: z.enum(["true", "false"]).default("false") }) },
-        responses: { 200: json(EvalView, "Evaluation"), 404: jsonError("No such evaluation") },
+        responses: { 200: jsonContent(EvalView, "Evaluation"), 404: errorContent("No such evaluation") },
       }),
       async (c) => {
         const { id } = c.req.valid("param");

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { ErrorBody, ProbeRequest, ProbeResult, ProbeStarted, ProbeView, TaskQueues } from "@bridle/contracts";
-import { createRouter, httpError } from "@bridle/service-kit";
+import { ProbeRequest, ProbeResult, ProbeStarted, ProbeView, TaskQueues } from "@bridle/contracts";
+import { createRouter, errorContent, httpError } from "@bridle/service-kit";
 import type { probeStack } from "@bridle/workflows";
 import { createRoute, z } from "@hono/zod-openapi";
 import { type Client, WorkflowFailedError, WorkflowNotFoundError } from "@temporalio/client";
@@ -12,10 +12,6 @@ export interface ProbeDeps {
   uiUrl: string;
 }
 
-const jsonError = (description: string) => ({
-  description,
-  content: { "application/json": { schema: ErrorBody } },
-});
 const ProbeId = z.object({
   id: z
     .string()
@@ -36,8 +32,8 @@ export function probeRoutes(deps: ProbeDeps) {
         request: { body: { content: { "application/json": { schema: ProbeRequest } }, required: false } },
         responses: {
           202: { description: "Started", content: { "application/json": { schema: ProbeStarted } } },
-          400: jsonError("Invalid request"),
-          503: jsonError("Temporal unavailable"),
+          400: errorContent("Invalid request"),
+          503: errorContent("Temporal unavailable"),
         },
       }),
       async (c) => {
@@ -73,8 +69,8 @@ export function probeRoutes(deps: ProbeDeps) {
         },
         responses: {
           200: { description: "Probe", content: { "application/json": { schema: ProbeView } } },
-          400: jsonError("Invalid request"),
-          404: jsonError("No such probe"),
+          400: errorContent("Invalid request"),
+          404: errorContent("No such probe"),
         },
       }),
       async (c) => {

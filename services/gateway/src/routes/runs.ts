@@ -1,12 +1,11 @@
 import {
-  ErrorBody,
   RunProgress,
   SearchAttributes,
   TaskQueues,
   TrainingRunConfig,
   WorkflowStatus,
 } from "@bridle/contracts";
-import { createRouter, httpError } from "@bridle/service-kit";
+import { createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
 import type { trainingRun } from "@bridle/workflows";
 import { createRoute, z } from "@hono/zod-openapi";
 import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from "@temporalio/client";
@@ -20,10 +19,6 @@ export interface RunDeps {
   uiUrl: string;
 }
 
-const jsonError = (description: string) => ({
-  description,
-  content: { "application/json": { schema: ErrorBody } },
-});
 const json = <T extends z.ZodType>(schema: T, description: string) => ({
   description,
   content: { "application/json": { schema } },
@@ -78,9 +73,9 @@ export function runRoutes(deps: RunDeps) {
       summary: `${name[0]!.toUpperCase()}${name.slice(1)} a run`,
       request: { params: Name },
       responses: {
-        202: json(RunView, "Signalled"),
-        404: jsonError("No such run"),
-        409: jsonError("The run is not running"),
+        202: jsonContent(RunView, "Signalled"),
+        404: errorContent("No such run"),
+        409: errorContent("The run is not running"),
       },
     });
   const signalHandler =
@@ -101,10 +96,10 @@ export function runRoutes(deps: RunDeps) {
         summary: "Start a training run",
         request: { body: { content: { "application/json": { schema: TrainingRunConfig } }, required: true } },
         responses: {
-          202: json(RunView, "Started"),
-          400: jsonError("Invalid configuration"),
-          409: jsonError("A run with this name exists"),
-          503: jsonError("Temporal unavailable"),
+          202: jsonContent(RunView, "Started"),
+          400: errorContent("Invalid configuration"),
+          409: errorContent("A run with this name exists"),
+          503: errorContent("Temporal unavailable"),
         },
       }),
       async (c) => {
@@ -183,7 +178,7 @@ export function runRoutes(deps: RunDeps) {
         path: "/{name}",
         summary: "A run's status and progress",
         request: { params: Name },
-        responses: { 200: json(RunView, "Run"), 404: jsonError("No such run") },
+        responses: { 200: jsonContent(RunView, "Run"), 404: errorContent("No such run") },
       }),
       async (c) => c.json(await view(c.req.valid("param").name), 200),
     )
@@ -195,7 +190,7 @@ export function runRoutes(deps: RunDeps) {
         request: { params: Name },
         responses: {
           200: json(z.object({ name: z.string(), metrics: RunProgress.shape.metrics }), "Metrics"),
-          404: jsonError("No such run"),
+          404: errorContent("No such run"),
         },
       }),
       async (c) => {

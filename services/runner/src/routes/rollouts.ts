@@ -1,14 +1,9 @@
 import { existsSync, readFileSync } from "node:fs";
-import { ErrorBody, RolloutRequest, RolloutResult } from "@bridle/contracts";
-import { createRouter, httpError } from "@bridle/service-kit";
+import { RolloutRequest, RolloutResult } from "@bridle/contracts";
+import { createRouter, errorContent, httpError } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import { harnesses } from "../harnesses/index.ts";
 import { type RolloutDeps, resultPath, runRollout } from "../rollout.ts";
-
-const jsonError = (description: string) => ({
-  description,
-  content: { "application/json": { schema: ErrorBody } },
-});
 
 /** Bounds concurrent rollouts and runs a rollout id at most once at a time. */
 class Scheduler {
@@ -57,9 +52,9 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
         request: { body: { content: { "application/json": { schema: RolloutRequest } }, required: true } },
         responses: {
           200: { description: "Result", content: { "application/json": { schema: RolloutResult } } },
-          400: jsonError("Invalid request"),
-          404: jsonError("Unknown task"),
-          503: jsonError("A service the rollout needs is down (retryable)"),
+          400: errorContent("Invalid request"),
+          404: errorContent("Unknown task"),
+          503: errorContent("A service the rollout needs is down (retryable)"),
         },
       }),
       async (c) => {
@@ -80,7 +75,7 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
         request: { params: z.object({ id: z.string().min(1).max(120) }) },
         responses: {
           200: { description: "Result", content: { "application/json": { schema: RolloutResult } } },
-          404: jsonError("No finished rollout with this id"),
+          404: errorContent("No finished rollout with this id"),
         },
       }),
       (c) => {

@@ -1,13 +1,8 @@
-import { AdapterVersion, AdapterView, ErrorBody, LoadAdapterRequest } from "@bridle/contracts";
-import { createRouter, httpError } from "@bridle/service-kit";
+import { AdapterVersion, AdapterView, LoadAdapterRequest } from "@bridle/contracts";
+import { createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { AdapterManager } from "../adapters.ts";
 
-const json = (schema: z.ZodType, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
-const error = (description: string) => json(ErrorBody, description);
 const part = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/);
 const NameParams = z.object({ model: part, harness: part, run: part });
 const VersionParams = NameParams.extend({ version: z.coerce.number().int().min(1) });
@@ -22,7 +17,7 @@ export function adapterRoutes(manager: AdapterManager) {
         method: "get",
         path: "/adapters",
         summary: "Every adapter and its versions",
-        responses: { 200: json(z.object({ adapters: z.array(AdapterView) }), "Adapters") },
+        responses: { 200: jsonContent(z.object({ adapters: z.array(AdapterView) }), "Adapters") },
       }),
       (c) => c.json({ adapters: manager.list() }, 200),
     )
@@ -32,7 +27,7 @@ export function adapterRoutes(manager: AdapterManager) {
         path: base,
         summary: "One adapter: its versions and which one serves its bare name",
         request: { params: NameParams },
-        responses: { 200: json(AdapterView, "Adapter"), 404: error("Unknown adapter") },
+        responses: { 200: jsonContent(AdapterView, "Adapter"), 404: errorContent("Unknown adapter") },
       }),
       (c) => {
         const name = nameOf(c.req.valid("param"));
@@ -51,11 +46,11 @@ export function adapterRoutes(manager: AdapterManager) {
           body: { content: { "application/json": { schema: LoadAdapterRequest } }, required: true },
         },
         responses: {
-          201: json(AdapterVersion, "The version is serving"),
-          400: error("Invalid request"),
-          409: error("Version exists, or no adapter slot is free"),
-          422: error("The adapter is invalid, vLLM refused it, or it equals the base model (canary)"),
-          503: error("The model server is unavailable (retryable)"),
+          201: jsonContent(AdapterVersion, "The version is serving"),
+          400: errorContent("Invalid request"),
+          409: errorContent("Version exists, or no adapter slot is free"),
+          422: errorContent("The adapter is invalid, vLLM refused it, or it equals the base model (canary)"),
+          503: errorContent("The model server is unavailable (retryable)"),
         },
       }),
       async (c) => {
@@ -69,7 +64,10 @@ export function adapterRoutes(manager: AdapterManager) {
         path: `${base}/versions/{version}`,
         summary: "Retire (unload) a version",
         request: { params: VersionParams },
-        responses: { 200: json(AdapterVersion, "The retired version"), 404: error("Unknown version") },
+        responses: {
+          200: jsonContent(AdapterVersion, "The retired version"),
+          404: errorContent("Unknown version"),
+        },
       }),
       async (c) => {
         const p = c.req.valid("param");

@@ -1,6 +1,5 @@
 import {
   AgentTask,
-  ErrorBody,
   ImportRequest,
   ImportResult,
   SampleRequest,
@@ -10,7 +9,7 @@ import {
   TaskSummary,
   VerifierBundle,
 } from "@bridle/contracts";
-import { createRouter, httpError, type Logger } from "@bridle/service-kit";
+import { createRouter, errorContent, httpError, type Logger } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import { importTasks } from "../importer.ts";
 import { sampleBatch } from "../sampler.ts";
@@ -24,10 +23,6 @@ export interface TaskRouteDeps {
   sandboxDir?: string | undefined;
 }
 
-const jsonError = (description: string) => ({
-  description,
-  content: { "application/json": { schema: ErrorBody } },
-});
 const json = <T extends z.ZodType>(description: string, schema: T) => ({
   description,
   content: { "application/json": { schema } },
@@ -47,7 +42,7 @@ export function taskRoutes(deps: TaskRouteDeps) {
         request: { query: TaskListQuery },
         responses: {
           200: json("Tasks", z.object({ tasks: z.array(TaskSummary) })),
-          400: jsonError("Bad filter"),
+          400: errorContent("Bad filter"),
         },
       }),
       (c) => c.json({ tasks: store.list(c.req.valid("query")) }, 200),
@@ -58,7 +53,7 @@ export function taskRoutes(deps: TaskRouteDeps) {
         path: "/tasks/{id}",
         summary: "One task's registry entry",
         request: { params: IdParam },
-        responses: { 200: json("Task", TaskSummary), 404: jsonError("No such task") },
+        responses: { 200: json("Task", TaskSummary), 404: errorContent("No such task") },
       }),
       (c) => {
         const { id } = c.req.valid("param");
@@ -73,7 +68,7 @@ export function taskRoutes(deps: TaskRouteDeps) {
         path: "/tasks/{id}/agent",
         summary: "What the agent phase gets: instruction and workspace files (never tests or solution)",
         request: { params: IdParam },
-        responses: { 200: json("Agent view", AgentTask), 404: jsonError("No such task") },
+        responses: { 200: json("Agent view", AgentTask), 404: errorContent("No such task") },
       }),
       (c) => {
         const { id } = c.req.valid("param");
@@ -88,7 +83,7 @@ export function taskRoutes(deps: TaskRouteDeps) {
         path: "/tasks/{id}/verifier-bundle",
         summary: "For the verifier only: the tests and their timeout",
         request: { params: IdParam },
-        responses: { 200: json("Verifier bundle", VerifierBundle), 404: jsonError("No such task") },
+        responses: { 200: json("Verifier bundle", VerifierBundle), 404: errorContent("No such task") },
       }),
       (c) => {
         const { id } = c.req.valid("param");
@@ -103,7 +98,7 @@ export function taskRoutes(deps: TaskRouteDeps) {
         path: "/tasks/import",
         summary: "Import Harbor task folders from a path on this host, running the controls",
         request: { body: { content: { "application/json": { schema: ImportRequest } }, required: true } },
-        responses: { 200: json("One verdict per folder", ImportResult), 400: jsonError("Bad path") },
+        responses: { 200: json("One verdict per folder", ImportResult), 400: errorContent("Bad path") },
       }),
       async (c) => {
         const body = c.req.valid("json");
@@ -135,8 +130,8 @@ export function taskRoutes(deps: TaskRouteDeps) {
         request: { body: { content: { "application/json": { schema: SampleRequest } }, required: true } },
         responses: {
           200: json("Batch", SampleResult),
-          400: jsonError("Invalid request"),
-          422: jsonError("No eligible task"),
+          400: errorContent("Invalid request"),
+          422: errorContent("No eligible task"),
         },
       }),
       (c) => {

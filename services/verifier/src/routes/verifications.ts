@@ -1,12 +1,7 @@
-import { ErrorBody, VerificationRequest, VerificationResult } from "@bridle/contracts";
-import { createRouter } from "@bridle/service-kit";
+import { VerificationRequest, VerificationResult } from "@bridle/contracts";
+import { createRouter, errorContent } from "@bridle/service-kit";
 import { createRoute } from "@hono/zod-openapi";
 import { type VerifyDeps, verify } from "../verify.ts";
-
-const jsonError = (description: string) => ({
-  description,
-  content: { "application/json": { schema: ErrorBody } },
-});
 
 /** Verifications: run a task's hidden tests over a finished workspace and score it. */
 export function verificationRoutes(deps: VerifyDeps) {
@@ -20,9 +15,9 @@ export function verificationRoutes(deps: VerifyDeps) {
       request: { body: { content: { "application/json": { schema: VerificationRequest } }, required: true } },
       responses: {
         200: { description: "Verified", content: { "application/json": { schema: VerificationResult } } },
-        400: jsonError("Invalid request or workspace"),
-        404: jsonError("Unknown task"),
-        503: jsonError("Tasks service unavailable (retryable)"),
+        400: errorContent("Invalid request or workspace"),
+        404: errorContent("Unknown task"),
+        503: errorContent("Tasks service unavailable (retryable)"),
       },
     }),
     async (c) => {

@@ -80,6 +80,7 @@ describe("a training run and an evaluation on the real embedded stack (pi, SmolL
       candidate: config.modelName,
       baseline: config.modelName,
       limit: 1,
+      temperature: 0.35,
       ...limits,
     });
     expect(started.status).toBe(202);
@@ -92,6 +93,23 @@ describe("a training run and an evaluation on the real embedded stack (pi, SmolL
     expect(report.servedBy).toHaveLength(2);
     expect(report.overall.tasks + report.environmentFailures.length).toBeGreaterThan(0);
     expect(view.output!.markdown).toContain("# Evaluation");
+    expect(view.output!.markdown).toContain("at temperature 0.35");
+
+    // The temperature is enforced, not only reported: every rollout's guard session carries it, and
+    // the guard sets it on each model call whatever the harness asks.
+    const history = await temporal.workflow.getHandle("eval-e2e-eval").fetchHistory();
+    const sessions = (history.events ?? []).flatMap((e) => {
+      const payload = e.activityTaskCompletedEventAttributes?.result?.payloads?.[0]?.data;
+      const result = payload ? JSON.parse(Buffer.from(payload).toString("utf8")) : undefined;
+      return typeof result?.refs?.guardSession === "string" ? [result.refs.guardSession as string] : [];
+    });
+    expect(sessions.length).toBeGreaterThanOrEqual(2);
+    for (const id of sessions) {
+      const session = await callJson(`http://${config.host}:${config.ports.guard}/admin/sessions/${id}`, {
+        schema: z.object({ temperature: z.number().optional() }),
+      });
+      expect(session.temperature).toBe(0.35);
+    }
   }, 1_000_000);
 
   it("trains and evaluates again through the bridle CLI", () => {

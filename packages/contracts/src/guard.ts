@@ -140,6 +140,14 @@ export const SessionRegistration = z
     capture: z.boolean().default(true).describe("Record calls with token ids and logprobs"),
     mode: z.enum(["block", "log"]).default("block").describe("`log` records decisions but blocks nothing"),
     rules: RuleSettings.default({}),
+    temperature: z
+      .number()
+      .min(0)
+      .max(2)
+      .optional()
+      .describe(
+        "Sampling temperature set on every call, whatever the harness asks; absent: the harness's own",
+      ),
     labels: z.record(z.string(), z.string()).default({}).describe("Free-form: run id, task id, harness"),
   })
   .strict();

@@ -30,6 +30,12 @@ export const RolloutRequest = z
       .max(24 * 3600)
       .optional()
       .describe("Defaults to the task's"),
+    temperature: z
+      .number()
+      .min(0)
+      .max(2)
+      .optional()
+      .describe("Sampling temperature the guard enforces on every model call; absent: the harness's own"),
     labels: z.record(z.string(), z.string()).default({}),
   })
   .strict();

@@ -44,6 +44,17 @@ describe("OpenAI chat completions through the guard (scripted upstream test doub
     expect(sent).toMatchObject({ model: "smoke-adapter@1", logprobs: true, return_token_ids: true });
   });
 
+  it("sets the session's temperature on every call, whatever the harness asks", async () => {
+    const { apiKey } = await h.register({ instruction, temperature: 0.3 });
+    const unset = await h.register({ instruction });
+    await h.setScript([{ text: "one" }, { text: "two" }, { text: "three" }]);
+    await client(apiKey).chat.completions.create({ model: "m", messages, temperature: 1.7 });
+    await client(apiKey).chat.completions.create({ model: "m", messages });
+    await client(unset.apiKey).chat.completions.create({ model: "m", messages, temperature: 1.7 });
+    const sent = await h.upstreamRequests();
+    expect(sent.map((r) => r.temperature)).toEqual([0.3, 0.3, 1.7]);
+  });
+
   it("replaces a blocked call by a notice naming the rule, streaming and not, with identical decisions", async () => {
     const { apiKey } = await h.register({ instruction });
     const turn = {

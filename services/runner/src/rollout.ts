@@ -110,6 +110,7 @@ async function execute(x: Execution): Promise<RolloutResult> {
     adapter: request.model,
     capture: request.capture,
     mode: request.guardMode,
+    ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
     labels: { ...request.labels, rollout: rolloutId, task: task.id, harness: adapter.name },
   }).catch((err: unknown) => unavailable("the guard", err));
 

@@ -50,6 +50,7 @@ export async function evaluation(config: EvalConfig & { id: string }): Promise<E
         capture: false,
         guardMode: "block",
         rewardMode: "eval",
+        temperature: config.temperature,
         maxTurns: config.maxTurns,
         contextWindow: config.contextWindow,
         ...(config.agentTimeoutSec ? { agentTimeoutSec: config.agentTimeoutSec } : {}),

@@ -38,6 +38,8 @@ export async function handleProxyCall(
     const body = parseJsonBody(text);
     const request = api === "openai" ? openAIRequest(body) : toOpenAIRequest(body);
     if (deps.maxTokensCap) capMaxTokens(request, deps.maxTokensCap);
+    // An evaluation compares arms at one temperature, whatever each harness would choose.
+    if (session.temperature !== undefined) request.temperature = session.temperature;
     const stream = body.stream === true;
     const abort = new AbortController();
     const pump = await openExchange({ ...deps, log }, session, api, request, stream, abort.signal);

@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,13 +11,16 @@ beforeAll(async () => {
 afterAll(async () => rm(host, { recursive: true, force: true }));
 
 describe("Sandbox", () => {
-  it("runs a command in a fresh copy of the environment, keeping modes", async () => {
+  it("runs a command in a fresh copy of the environment, keeping modes and timestamps", async () => {
     const env = join(host, "env");
     await mkdir(env);
     await writeFile(join(env, "run.sh"), "#!/bin/sh\necho ran $1\n", { mode: 0o755 });
+    const lastYear = new Date(Date.now() - 365 * 86_400_000);
+    await utimes(join(env, "run.sh"), lastYear, lastYear);
     const a = await Sandbox.create({ environmentDir: env, baseDir: host });
     const b = await Sandbox.create({ environmentDir: env, baseDir: host });
     try {
+      expect((await stat(join(a.workspace, "run.sh"))).mtimeMs).toBe((await stat(join(env, "run.sh"))).mtimeMs);
       const r = await a.run(["./run.sh", "one"], { timeoutMs: 10_000 });
       expect(r).toMatchObject({ exitCode: 0, stdout: "ran one\n", timedOut: false });
       await a.run(["bash", "-c", "echo changed > run.sh"], { timeoutMs: 10_000 });

@@ -80,7 +80,13 @@ export class Sandbox {
     const workspace = join(root, "workspace");
     try {
       if (options.environmentDir) {
-        await cp(resolve(options.environmentDir), workspace, { recursive: true, verbatimSymlinks: true });
+        // Timestamps are kept: the copy is the same workspace to whatever runs in it (make, tests
+        // that compare modification times, a verifier judging what an agent changed and when).
+        await cp(resolve(options.environmentDir), workspace, {
+          recursive: true,
+          verbatimSymlinks: true,
+          preserveTimestamps: true,
+        });
       } else {
         await mkdir(workspace);
       }

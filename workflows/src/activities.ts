@@ -110,6 +110,7 @@ export function createActivities(deps: ActivityDeps) {
       cursor: number;
       size: number;
       categories?: string[];
+      ids?: string[];
     }): Promise<SampleResult> {
       return callJson(`${deps.tasksUrl}/v1/samples`, {
         schema: SampleResult,

@@ -63,6 +63,8 @@ async function main(argv: string[]): Promise<number> {
       baseline: { type: "string" },
       limit: { type: "string" },
       attempts: { type: "string" },
+      tasks: { type: "string" },
+      temperature: { type: "string" },
       "max-turns": { type: "string" },
       "agent-timeout": { type: "string" },
     },

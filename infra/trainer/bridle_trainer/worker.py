@@ -13,7 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
+import threading
+import time
 import traceback
 from pathlib import Path
 from typing import Any, TextIO
@@ -59,6 +62,23 @@ def handle(trainer: Trainer, channel: Channel, message: dict[str, Any]) -> None:
         )
 
 
+def exit_with_parent(parent: int, interval: float = 0.5) -> threading.Thread:
+    """Stops this process as soon as the service that started it is gone, even when it was SIGKILLed
+    in the middle of a step: nobody would collect the result, and a restarted service starts a new
+    worker that must not share the GPU and the run's files with an orphan. A step cut off here
+    leaves no trace, since steps commit atomically."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        log.warning("the trainer service (pid %d) is gone; stopping", parent)
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, name="parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", required=True, type=Path, help="base model directory (HF safetensors)")
@@ -66,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:n]")
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    exit_with_parent(os.getppid())
     channel = Channel(sys.stdout)
     sys.stdout = sys.stderr  # libraries that print must not corrupt the protocol
     trainer = Trainer(args.model, args.data, args.device)

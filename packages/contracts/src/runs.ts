@@ -21,6 +21,11 @@ export const TrainingRunConfig = z
       .array(z.enum(["build", "repair", "extend", "qa"]))
       .min(1)
       .optional(),
+    tasks: z
+      .array(z.string().min(1))
+      .min(1)
+      .optional()
+      .describe("Train on these tasks only (ids of training tasks whose controls passed)"),
     concurrency: z.number().int().min(1).max(64).default(2).describe("Rollouts in flight at once"),
     maxTurns: z.number().int().min(1).max(200).default(17),
     agentTimeoutSec: z

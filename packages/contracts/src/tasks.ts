@@ -164,6 +164,7 @@ export const SampleRequest = z
     cursor: z.number().int().min(0).default(0).describe("Position in the seeded sequence; pass nextCursor"),
     split: TaskSplit.default("train"),
     categories: z.array(TaskCategory).min(1).optional(),
+    ids: z.array(TaskId).min(1).optional().describe("Sample only these tasks (each must be eligible)"),
   })
   .strict();
 export type SampleRequest = z.infer<typeof SampleRequest>;

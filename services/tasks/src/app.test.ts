@@ -149,6 +149,28 @@ describe("the tasks service", () => {
     expect(epoch.some((id) => heldOut.includes(id))).toBe(false);
   });
 
+  it("samples only the tasks named, and names those that are not eligible", async () => {
+    const train = store.list({ split: "train", controls: "passed" }).map((t) => t.id);
+    const chosen = train.slice(0, 2);
+    const batch = (await (
+      await post("/v1/samples", { size: 4, seed: 3, ids: chosen })
+    ).json()) as SampleResult;
+    expect(batch.epochSize).toBe(2);
+    expect(new Set(batch.tasks.map((t) => t.id))).toEqual(new Set(chosen));
+    const refused = await post("/v1/samples", {
+      size: 1,
+      seed: 3,
+      ids: [chosen[0], "broken-solution", "nope"],
+    });
+    expect(refused.status).toBe(422);
+    expect(await refused.json()).toMatchObject({
+      error: {
+        code: "task_not_eligible",
+        message: expect.stringMatching(/^not eligible for train sampling: broken-solution, nope \(/),
+      },
+    });
+  });
+
   it("says why when no task is eligible", async () => {
     const empty = new TaskStore(join(dir, "empty"));
     try {

@@ -119,6 +119,7 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
     cursor: state.cursor,
     size: config.batchSize,
     ...(config.categories ? { categories: config.categories } : {}),
+    ...(config.tasks ? { ids: config.tasks } : {}),
   });
   const jobs = sample.tasks.flatMap((task) =>
     Array.from({ length: config.groupSize }, (_, member) => ({ task, member })),

@@ -26,9 +26,10 @@ const EvalView = z.object({
 });
 
 export const trainingUsage = `  train [--name N] [--harness pi] [--steps 2] [--batch 1] [--group 2] [--follow]
-        [--max-turns N] [--agent-timeout SEC]
+        [--tasks ID,ID] [--max-turns N] [--agent-timeout SEC]
                      start a training run through the gateway; --follow shows live progress
   eval --candidate MODEL [--baseline MODEL] [--harness pi] [--limit N] [--attempts N]
+        [--temperature T]
                      evaluate an adapter version against the base model on held-out tasks
   runs               list training runs`;
 
@@ -43,6 +44,8 @@ export interface TrainingFlags {
   baseline?: string | undefined;
   limit?: string | undefined;
   attempts?: string | undefined;
+  tasks?: string | undefined;
+  temperature?: string | undefined;
   "max-turns"?: string | undefined;
   "agent-timeout"?: string | undefined;
 }
@@ -75,6 +78,7 @@ export async function train(
     steps: int(flags.steps, 2),
     batchSize: int(flags.batch, 1),
     groupSize: int(flags.group, 2),
+    ...(flags.tasks ? { tasks: flags.tasks.split(",").map((t) => t.trim()) } : {}),
     ...rolloutLimits(flags),
     ...extra,
   };
@@ -134,6 +138,7 @@ export async function evaluate(
     harness: flags.harness ?? "pi",
     limit: int(flags.limit, 4),
     attempts: int(flags.attempts, 1),
+    ...(flags.temperature ? { temperature: Number(flags.temperature) } : {}),
     ...rolloutLimits(flags),
     ...extra,
   };

@@ -139,7 +139,16 @@ export function taskRoutes(deps: TaskRouteDeps) {
         const eligible = store
           .list({ split: body.split, controls: "passed" })
           .filter((t) => t.controls?.hash === t.hash)
-          .filter((t) => !body.categories || body.categories.includes(t.category));
+          .filter((t) => !body.categories || body.categories.includes(t.category))
+          .filter((t) => !body.ids || body.ids.includes(t.id));
+        const missing = body.ids?.filter((id) => !eligible.some((t) => t.id === id)) ?? [];
+        if (missing.length > 0) {
+          throw httpError(
+            422,
+            "task_not_eligible",
+            `not eligible for ${body.split} sampling: ${missing.join(", ")} (unknown, in another split or category, or its controls have not passed)`,
+          );
+        }
         if (eligible.length === 0) {
           throw httpError(
             422,

@@ -24,23 +24,36 @@ def collate(calls: list[tuple[ModelCall, float]], device: torch.device) -> dict[
     """Right-padded ids, attention mask, and per-position completion mask / sampling logprobs.
 
     Logprob position i scores token i + 1, so a completion starting at index P occupies P-1...
+    Only positions from the earliest completion start on are kept (`first`): the model computes
+    no logits for the rest of the prompts, which on an agent's long prompt is most of a step's
+    memory and a good part of its time (a vocabulary-wide row per prompt token).
     """
     width = max(len(c.prompt_token_ids) + len(c.completion_token_ids) for c, _ in calls)
+    first = min(len(c.prompt_token_ids) for c, _ in calls) - 1
     ids = torch.zeros(len(calls), width, dtype=torch.long)
     attention = torch.zeros(len(calls), width, dtype=torch.long)
-    mask = torch.zeros(len(calls), width - 1)
-    old = torch.zeros(len(calls), width - 1)
+    mask = torch.zeros(len(calls), width - 1 - first)
+    old = torch.zeros(len(calls), width - 1 - first)
     for row, (call, _) in enumerate(calls):
         seq = call.prompt_token_ids + call.completion_token_ids
         ids[row, : len(seq)] = torch.tensor(seq)
         attention[row, : len(seq)] = 1
-        start = len(call.prompt_token_ids) - 1
+        start = len(call.prompt_token_ids) - 1 - first
         end = start + len(call.completion_token_ids)
         mask[row, start:end] = 1
         old[row, start:end] = torch.tensor(call.logprobs)
     advantages = torch.tensor([adv for _, adv in calls])
     tensors = {"ids": ids, "attention": attention, "mask": mask, "old": old, "advantages": advantages}
-    return {k: v.to(device) for k, v in tensors.items()}
+    return {**{k: v.to(device) for k, v in tensors.items()}, "first": torch.tensor(first)}
+
+
+def completion_logprobs(
+    model: torch.nn.Module, batch: dict[str, torch.Tensor], attention: torch.Tensor | None
+) -> torch.Tensor:
+    """Logprobs of the tokens after position `first` (aligned with the batch's mask and old logprobs)."""
+    ids, first = batch["ids"], int(batch["first"])
+    logits = model(input_ids=ids, attention_mask=attention, logits_to_keep=ids.shape[1] - first).logits
+    return token_logprobs(logits, ids[:, first:])
 
 
 def attention_or_none(batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
@@ -155,8 +168,7 @@ class Trainer:
         for iteration in range(config.iterations):
             optimizer.zero_grad(set_to_none=True)
             for batch, ref in zip(batches, refs, strict=True):
-                logits = peft(input_ids=batch["ids"], attention_mask=attention_or_none(batch)).logits
-                new = token_logprobs(logits, batch["ids"])
+                new = completion_logprobs(peft, batch, attention_or_none(batch))
                 parts = grpo_loss(
                     new,
                     batch["old"],
@@ -195,10 +207,7 @@ class Trainer:
         peft = self.lora.peft
         assert peft is not None
         with peft.disable_adapter():
-            return [
-                token_logprobs(peft(input_ids=b["ids"], attention_mask=b["attention"]).logits, b["ids"])
-                for b in batches
-            ]
+            return [completion_logprobs(peft, b, b["attention"]) for b in batches]
 
     def _save(
         self, tmp: Path, final: Path, req: StepRequest, summary: dict[str, Any], started: float

@@ -95,3 +95,24 @@ def test_equal_rewards_are_a_reported_no_op(trainer):
     result = trainer.step(batch(trainer, "flat", 1, rewards=(0.5, 0.5)), noop)
     assert result["applied"] is False and result["noopReason"] == "zero_advantage"
     assert result["optimizerSteps"] == 0 and result["iterations"] == 0
+
+
+def test_completion_logprobs_match_the_full_sequence_without_the_prompt_logits(trainer):
+    from bridle_trainer.batch import ModelCall
+    from bridle_trainer.trainer import collate, completion_logprobs
+
+    calls = [
+        (ModelCall(prompt_token_ids=PROMPT, completion_token_ids=GOOD, logprobs=[-1.0] * 3), 1.0),
+        (ModelCall(prompt_token_ids=PROMPT[:3], completion_token_ids=BAD + GOOD, logprobs=[-2.0] * 6), -1.0),
+    ]
+    b = collate(calls, torch.device("cpu"))
+    assert int(b["first"]) == 2
+    with torch.no_grad():
+        kept = completion_logprobs(trainer.lora.peft, b, b["attention"])
+        full = token_logprobs(
+            trainer.lora.peft(input_ids=b["ids"], attention_mask=b["attention"]).logits, b["ids"]
+        )
+    assert kept.shape == b["mask"].shape
+    on = b["mask"].bool()
+    torch.testing.assert_close(kept[on], full[:, 2:][on])
+    assert b["old"][on].tolist() == [-1.0] * 3 + [-2.0] * 6

@@ -145,13 +145,22 @@ class ExchangeState {
         completionTokens: chunk.usage.completion_tokens ?? 0,
       };
     for (const choice of chunk.choices ?? []) {
-      if (choice.token_ids) this.completionIds = [...(this.completionIds ?? []), ...choice.token_ids];
-      if (choice.logprobs?.content)
-        this.logprobs = [...(this.logprobs ?? []), ...choice.logprobs.content.map((l) => l.logprob)];
+      // Appended in place: copying the arrays per chunk would be quadratic over a long answer.
+      if (choice.token_ids) {
+        this.completionIds ??= [];
+        for (const id of choice.token_ids) this.completionIds.push(id);
+      }
+      if (choice.logprobs?.content) {
+        this.logprobs ??= [];
+        for (const l of choice.logprobs.content) this.logprobs.push(l.logprob);
+      }
       const delta = complete ? choice.message : choice.delta;
       if (delta?.content) this.text(delta.content);
       const calls = (delta?.tool_calls ?? []) as DeltaCall[];
-      for (const [i, call] of calls.entries()) this.toolDelta(call, complete ? i : (call.index ?? i));
+      for (let i = 0; i < calls.length; i++) {
+        const call = calls[i]!;
+        this.toolDelta(call, complete ? i : (call.index ?? i));
+      }
       if (complete) this.flushCalls(Number.POSITIVE_INFINITY);
       if (choice.finish_reason) this.finishReason = choice.finish_reason;
     }
@@ -173,6 +182,8 @@ class ExchangeState {
   }
 
   private flushCalls(below: number): void {
+    // Most deltas continue the call being held: nothing to release, so no sorted copy to make.
+    if (this.pending.size === 0 || (this.pending.size === 1 && this.pending.has(below))) return;
     for (const [index, call] of [...this.pending].sort((a, b) => a[0] - b[0])) {
       if (index >= below) break;
       this.pending.delete(index);

@@ -2,7 +2,7 @@ import type { CapturedToolCall, CaptureRecord, Session } from "@bridle/contracts
 import type { Logger } from "@bridle/service-kit";
 import type { CaptureStore } from "../capture.ts";
 import { contextFor, judgeCall, type RawToolCall } from "./judge.ts";
-import { readAll, readSse, type UpstreamClient } from "./upstream.ts";
+import { type Cancel, readAll, readSse, type UpstreamClient } from "./upstream.ts";
 
 export interface Usage {
   promptTokens: number;
@@ -59,14 +59,14 @@ export async function openExchange(
   api: "openai" | "anthropic",
   clientRequest: Record<string, unknown>,
   stream: boolean,
-  signal: AbortSignal,
+  cancel: Cancel,
 ): Promise<(sink: Sink) => Promise<void>> {
   const startedAt = new Date();
   const body: Record<string, unknown> = { ...clientRequest, model: session.adapter, stream };
   if (session.capture) Object.assign(body, { logprobs: true, return_token_ids: true });
   if (stream) body.stream_options = { include_usage: true };
   const context = contextFor(session, body);
-  const res = await deps.upstream.post("/v1/chat/completions", body, signal);
+  const res = await deps.upstream.post("/v1/chat/completions", body, cancel);
 
   return async (sink) => {
     const state = new ExchangeState(session, context, sink);
@@ -77,7 +77,7 @@ export async function openExchange(
       state.end();
     } catch (err) {
       error = err instanceof Error ? err.message : String(err);
-      if (!signal.aborted) state.failed(error);
+      if (!cancel.aborted) state.failed(error);
     }
     const record: CaptureRecord = {
       seq: 0,
@@ -97,7 +97,7 @@ export async function openExchange(
       promptTokenIds: session.capture ? state.promptIds : null,
       completionTokenIds: session.capture ? state.completionIds : null,
       logprobs: session.capture ? state.logprobs : null,
-      error: signal.aborted ? "the harness closed the connection" : error,
+      error: cancel.aborted ? "the harness closed the connection" : error,
     };
     // Queued now (a later read of the session waits for it), written without holding up the harness.
     void deps.capture

@@ -139,6 +139,8 @@ function answerRetrieval(effects: Effect[], ctx: CheckContext): Finding {
 }
 
 function unmentionedHost(effects: Effect[], ctx: CheckContext): Finding {
+  // Most calls reach no network: only then is the whole history scanned for the hosts it names.
+  if (!effects.some((e) => e.kind === "network")) return undefined;
   const settings = ctx.rules["unmentioned-host"];
   const allowed = mentionedHosts([ctx.instruction, ...ctx.history]);
   for (const h of [

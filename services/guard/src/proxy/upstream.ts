@@ -1,5 +1,6 @@
-import { Agent, type IncomingMessage, request } from "node:http";
+import { Agent, type IncomingMessage, type RequestOptions, request } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import { urlToHttpOptions } from "node:url";
 
 /** A failure talking to the model server, with the status the harness should see. */
 export class UpstreamError extends Error {
@@ -48,6 +49,7 @@ export class Cancel {
 export class UpstreamClient {
   private readonly agent: Agent;
   private readonly url: URL;
+  private readonly targets = new Map<string, RequestOptions>();
 
   constructor(
     baseUrl: string,
@@ -62,10 +64,16 @@ export class UpstreamClient {
   post(path: string, body: unknown, cancel?: Cancel): Promise<IncomingMessage> {
     const payload = JSON.stringify(body);
     const send = this.url.protocol === "https:" ? httpsRequest : request;
+    let target = this.targets.get(path);
+    if (!target) {
+      // What http.request would derive from a URL on every call, worked out once per path.
+      target = urlToHttpOptions(new URL(path, this.url));
+      this.targets.set(path, target);
+    }
     return new Promise((resolve, reject) => {
       const req = send(
-        new URL(path, this.url),
         {
+          ...target,
           method: "POST",
           agent: this.agent,
           headers: { "content-type": "application/json", "content-length": Buffer.byteLength(payload) },

@@ -81,8 +81,11 @@ export class OpenAIStreamWriter implements Sink {
       this.started = true;
       this.chunkJson(ROLE_DELTA);
     }
-    const head = model === this.model ? (this.head ??= this.envelope(model)) : this.envelope(model);
-    this.write(`${head}${deltaJson},"finish_reason":${finish === null ? "null" : JSON.stringify(finish)}}]}\n\n`);
+    if (this.head === undefined) this.head = this.envelope(this.model);
+    const head = model === this.model ? this.head : this.envelope(model);
+    this.write(
+      `${head}${deltaJson},"finish_reason":${finish === null ? "null" : JSON.stringify(finish)}}]}\n\n`,
+    );
   }
 
   text(delta: string): void {

@@ -59,3 +59,19 @@ function safe<T>(read: () => T, fallback: T): T {
     return fallback;
   }
 }
+
+/**
+ * Waits until the processes are nearly idle (under 5% of a core over half a second), at most
+ * `maxMs`: a proxy still working off requests the last run abandoned would otherwise take CPU
+ * from the next run.
+ */
+export async function settle(pids: number[], maxMs = 15_000): Promise<void> {
+  const deadline = Date.now() + maxMs;
+  let before = pids.map(cpuSeconds);
+  while (Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 500));
+    const now = pids.map(cpuSeconds);
+    if (now.every((s, i) => s - (before[i] ?? 0) < 0.025)) return;
+    before = now;
+  }
+}

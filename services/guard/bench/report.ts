@@ -8,7 +8,7 @@ export interface Row {
   result: LoadResult;
   direct: LoadResult;
   /** CPU milliseconds per answer: the load generator (this process), the upstream, the proxy. */
-  cpu: { loadgen: number; upstream: number; proxy: number | undefined };
+  cpu: { loadgen: number | undefined; upstream: number | undefined; proxy: number | undefined };
 }
 
 export const HEADER =
@@ -56,7 +56,9 @@ export function verdicts(title: string, rows: Row[]): string[] {
     `  ${mark(added < 5)} guard adds < 5 ms p99 (${added.toFixed(1)} ms)`,
   ];
   if (litellm) {
-    const ahead = guard.result.perSecond > litellm.result.perSecond && guard.result.p99 < litellm.result.p99;
+    // A LiteLLM run that completed nothing in the window has no p99: any guard p99 is ahead of it.
+    const litellmP99 = Number.isNaN(litellm.result.p99) ? Number.POSITIVE_INFINITY : litellm.result.p99;
+    const ahead = guard.result.perSecond > litellm.result.perSecond && guard.result.p99 < litellmP99;
     lines.push(
       `  ${mark(ahead)} guard ahead of LiteLLM (${guard.result.perSecond.toFixed(0)} vs ${litellm.result.perSecond.toFixed(0)} req/s, p99 ${guard.result.p99.toFixed(1)} vs ${litellm.result.p99.toFixed(1)} ms)`,
     );

@@ -15,7 +15,7 @@
  */
 import { parseArgs } from "node:util";
 import { type RunningProcess, spawnScriptedUpstream } from "@bridle/testkit";
-import { currentCpus, pin, tasksetAvailable } from "./cpu.ts";
+import { currentCpus, pin, settle, tasksetAvailable } from "./cpu.ts";
 import { LITELLM_KEY, startLiteLLM } from "./litellm.ts";
 import { type LoadTarget, runLoad } from "./load.ts";
 import { formatRow, HEADER, type Row, verdicts } from "./report.ts";
@@ -57,10 +57,13 @@ async function table(
   for (const level of levels) {
     let direct: Row["direct"] | undefined;
     for (const { name, target, proxy } of targets) {
-      const result = await runLoad(target, level, seconds, warmup, proxy ? [upstream, proxy] : [upstream]);
+      const watched = proxy ? [upstream, proxy] : [upstream];
+      const result = await runLoad(target, level, seconds, warmup, watched);
+      await settle(watched);
       direct ??= result;
+      // No answer completed (a proxy slower than the window): no per-answer figure to give.
       const perAnswer = (s: number | undefined) =>
-        s === undefined ? undefined : (s * 1000) / Math.max(1, result.cpu.answers);
+        s === undefined || result.cpu.answers === 0 ? undefined : (s * 1000) / result.cpu.answers;
       const row: Row = {
         scenario,
         level,
@@ -68,8 +71,8 @@ async function table(
         result,
         direct,
         cpu: {
-          loadgen: perAnswer(result.cpu.self)!,
-          upstream: perAnswer(result.cpu.seconds[0])!,
+          loadgen: perAnswer(result.cpu.self),
+          upstream: perAnswer(result.cpu.seconds[0]),
           proxy: proxy ? perAnswer(result.cpu.seconds[1]) : undefined,
         },
       };

@@ -62,16 +62,17 @@ function safe<T>(read: () => T, fallback: T): T {
 
 /**
  * Waits until the processes are nearly idle (under 5% of a core over half a second), at most
- * `maxMs`: a proxy still working off requests the last run abandoned would otherwise take CPU
- * from the next run.
+ * `maxMs`: a proxy still working off requests the last run abandoned (LiteLLM, at 256 streams,
+ * for tens of seconds) would otherwise take CPU from the next run. False when it never settled.
  */
-export async function settle(pids: number[], maxMs = 15_000): Promise<void> {
+export async function settle(pids: number[], maxMs = 90_000): Promise<boolean> {
   const deadline = Date.now() + maxMs;
   let before = pids.map(cpuSeconds);
   while (Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 500));
     const now = pids.map(cpuSeconds);
-    if (now.every((s, i) => s - (before[i] ?? 0) < 0.025)) return;
+    if (now.every((s, i) => s - (before[i] ?? 0) < 0.025)) return true;
     before = now;
   }
+  return false;
 }

@@ -59,7 +59,8 @@ async function table(
     for (const { name, target, proxy } of targets) {
       const watched = proxy ? [upstream, proxy] : [upstream];
       const result = await runLoad(target, level, seconds, warmup, watched);
-      await settle(watched);
+      if (!(await settle(watched)))
+        say(`  (${name} was still busy 90 s after its run: the next run shares the CPU with it)`);
       direct ??= result;
       // No answer completed (a proxy slower than the window): no per-answer figure to give.
       const perAnswer = (s: number | undefined) =>

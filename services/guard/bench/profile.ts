@@ -3,7 +3,7 @@
  * model server) and the guard with `--cpu-prof`, runs the canned answer at one concurrency, stops
  * the guard (which writes its profile on exit) and prints the functions with the most self time.
  *
- *   pnpm bench:profile [-- --concurrency 64 --seconds 6 --top 30]
+ *   pnpm bench:profile [-- --concurrency 64 --seconds 6 --top 30 --paced]
  */
 import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -19,6 +19,8 @@ const { values } = parseArgs({
     concurrency: { type: "string", default: "64" },
     seconds: { type: "string", default: "6" },
     top: { type: "string", default: "30" },
+    // The upstream waits 5 ms between events, as a model generating tokens would.
+    paced: { type: "boolean", default: false },
   },
 });
 
@@ -56,7 +58,8 @@ export function selfTimes(profile: CpuProfile): { name: string; ms: number; shar
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "bridle-guard-prof-"));
-  const upstream = await spawnScriptedUpstream([canned], { port: PORTS.upstream, record: false });
+  const turn = values.paced ? { ...canned, delay_ms: 5 } : canned;
+  const upstream = await spawnScriptedUpstream([turn], { port: PORTS.upstream, record: false });
   const guard = await startGuard(PORTS.guard, upstream.url, {
     nodeArgs: ["--cpu-prof", "--cpu-prof-dir", dir],
   });

@@ -158,6 +158,8 @@ async function main(): Promise<void> {
       `\nPINNED (taskset): load generator and upstream on CPU ${cpus[0]}, the proxy alone on CPU ${cpus[1]} (as beside a GPU server)`,
     );
     say(HEADER);
+    // The load generator is this process: pinning it in place (all its threads, `taskset -a`)
+    // keeps one load generator for both tables; every affinity is restored afterwards.
     pin(process.pid, cpus[0], false);
     pin(fast.child.pid!, cpus[0]);
     for (const pid of proxies) pin(pid, cpus[1]);

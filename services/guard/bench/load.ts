@@ -1,4 +1,5 @@
 import { Agent, request } from "node:http";
+import { cpuSeconds } from "./cpu.ts";
 
 /** Figures for one target at one concurrency. */
 export interface LoadResult {
@@ -8,6 +9,9 @@ export interface LoadResult {
   perSecond: number;
   p50: number;
   p99: number;
+  /** CPU seconds each watched process used between two samples around the measured window, in
+   * `watch` order, the load generator's own (`self`), and the answers completed in between. */
+  cpu: { seconds: number[]; self: number; answers: number };
 }
 
 export interface LoadTarget {
@@ -56,12 +60,14 @@ function once(target: LoadTarget, agent: Agent): Promise<number> {
  * Runs `concurrency` loops of streamed requests for `seconds` after `warmup` seconds. Counted:
  * requests that complete inside the measured window, whenever they started (a slow target still
  * shows its throughput). Bounded in time: no request starts after the window, none runs past 30 s.
+ * The CPU time of the `watch` processes is sampled at the window's start and end.
  */
 export async function runLoad(
   target: LoadTarget,
   concurrency: number,
   seconds: number,
   warmup: number,
+  watch: number[] = [],
 ): Promise<LoadResult> {
   const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
   const latencies: number[] = [];
@@ -69,10 +75,28 @@ export async function runLoad(
   const start = performance.now();
   const measureFrom = start + warmup * 1000;
   const end = measureFrom + seconds * 1000;
+  // Answers are counted between the two CPU samples themselves, so a late timer skews nothing.
+  let finished = 0;
+  let atStart = { seconds: [] as number[], self: process.cpuUsage(), finished: 0 };
+  const cpu = { seconds: watch.map(() => Number.NaN), self: Number.NaN, answers: 0 };
+  const opened = setTimeout(() => {
+    atStart = { seconds: watch.map(cpuSeconds), self: process.cpuUsage(), finished };
+  }, warmup * 1000);
+  let sampled = false;
+  const sampleEnd = () => {
+    if (sampled) return;
+    sampled = true;
+    cpu.seconds = watch.map((pid, i) => cpuSeconds(pid) - (atStart.seconds[i] ?? 0));
+    const self = process.cpuUsage(atStart.self);
+    cpu.self = (self.user + self.system) / 1e6;
+    cpu.answers = finished - atStart.finished;
+  };
+  const closed = setTimeout(sampleEnd, (warmup + seconds) * 1000);
   const worker = async () => {
     while (performance.now() < end) {
       try {
         const ms = await once(target, agent);
+        finished++;
         const done = performance.now();
         if (done >= measureFrom && done <= end) latencies.push(ms);
       } catch {
@@ -82,6 +106,9 @@ export async function runLoad(
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
+  clearTimeout(opened);
+  clearTimeout(closed);
+  sampleEnd();
   agent.destroy();
   latencies.sort((a, b) => a - b);
   const pick = (q: number) =>
@@ -93,5 +120,6 @@ export async function runLoad(
     perSecond: latencies.length / seconds,
     p50: pick(0.5),
     p99: pick(0.99),
+    cpu,
   };
 }

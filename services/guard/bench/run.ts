@@ -1,20 +1,25 @@
 /**
  * The guard's benchmark: a local upstream (the scripted TEST DOUBLE for vLLM) streams a canned
  * completion with tool calls as fast as it can; the same load runs directly against it, through
- * the guard, and through LiteLLM's proxy, at 1, 64 and 256 concurrent streams. A second, shorter
- * scenario paces the upstream at 5 ms per chunk, as a model generating tokens would. Figures are
- * printed side by side, as ratios to the direct connection measured in this run.
+ * the guard, and through LiteLLM's proxy, at 1, 64 and 256 concurrent streams. A shorter scenario
+ * paces the upstream at 5 ms per chunk, as a model generating tokens would. Figures are printed
+ * side by side, as ratios to the direct connection measured in this run, with the CPU time each
+ * process spent per answer (from /proc), so the proxy's own cost reads apart from CPU contention.
  *
- *   pnpm bench [-- --seconds 4 --warmup 2 --levels 1,64,256 --paced-levels 64,256 --skip-litellm]
+ * Two tables: "shared", where the load generator, the upstream and the proxy compete for all
+ * cores; and "pinned" (taskset), where the load generator and the upstream share one core and the
+ * proxy has another to itself, as the guard beside a GPU server would.
+ *
+ *   pnpm bench [-- --seconds 4 --warmup 2 --levels 1,64,256 --paced-levels 256
+ *                  --pinned-levels 1,64,256 --skip-litellm]
  */
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import { httpOk, type RunningProcess, spawnProcess, spawnScriptedUpstream } from "@bridle/testkit";
+import { type RunningProcess, spawnScriptedUpstream } from "@bridle/testkit";
+import { currentCpus, pin, settle, tasksetAvailable } from "./cpu.ts";
 import { LITELLM_KEY, startLiteLLM } from "./litellm.ts";
-import { type LoadResult, type LoadTarget, runLoad } from "./load.ts";
+import { type LoadTarget, runLoad } from "./load.ts";
+import { formatRow, HEADER, type Row, verdicts } from "./report.ts";
+import { canned, PORTS, requestBody, startGuard } from "./setup.ts";
 
 const { values } = parseArgs({
   // pnpm passes a literal `--` through to the script.
@@ -24,70 +29,72 @@ const { values } = parseArgs({
     warmup: { type: "string", default: "2" },
     levels: { type: "string", default: "1,64,256" },
     "paced-levels": { type: "string", default: "256" },
+    "pinned-levels": { type: "string", default: "1,64,256" },
     "skip-litellm": { type: "boolean", default: false },
   },
 });
 const seconds = Number(values.seconds);
 const warmup = Number(values.warmup);
 const list = (text: string) => (text ? text.split(",").map(Number) : []);
-const PORTS = { upstream: 19350, pacedUpstream: 19351, guard: 19352, pacedGuard: 19353, litellm: 19354 };
-
-const canned = {
-  text: "I will inspect the repository layout first, then read the failing test to see what the date formatter is expected to return.",
-  tool_calls: [
-    { name: "bash", arguments: { command: "ls -la src tests && git status --short" } },
-    { name: "read", arguments: { path: "src/dates.py" } },
-  ],
-  chunk_chars: 6,
-};
-const tools = ["bash", "read"].map((name) => ({
-  type: "function",
-  function: { name, description: name, parameters: { type: "object", properties: {} } },
-}));
-const requestBody = (model: string) =>
-  JSON.stringify({
-    model,
-    stream: true,
-    messages: [{ role: "user", content: "Fix the date formatter in src/dates.py." }],
-    tools,
-  });
-
 const say = (line: string) => process.stdout.write(`${line}\n`);
 const running: RunningProcess[] = [];
 
-async function startGuard(port: number, upstreamUrl: string): Promise<LoadTarget> {
-  const url = `http://127.0.0.1:${port}`;
-  running.push(
-    await spawnProcess(
-      process.execPath,
-      ["--import", "tsx", fileURLToPath(new URL("../src/main.ts", import.meta.url))],
-      {
-        env: {
-          PORT: String(port),
-          UPSTREAM_URL: upstreamUrl,
-          GUARD_DATA_DIR: mkdtempSync(join(tmpdir(), "bridle-guard-bench-")),
-          LOG_LEVEL: "warn",
+/** A target of one scenario: `proxy` is the process between load and upstream (none for direct). */
+interface Target {
+  name: string;
+  target: LoadTarget;
+  proxy?: number;
+}
+
+/** Runs every target at each level; each row is compared with the direct run just before it. */
+async function table(
+  scenario: string,
+  levels: number[],
+  upstream: number,
+  targets: Target[],
+): Promise<Row[]> {
+  const rows: Row[] = [];
+  for (const level of levels) {
+    let direct: Row["direct"] | undefined;
+    for (const { name, target, proxy } of targets) {
+      const watched = proxy ? [upstream, proxy] : [upstream];
+      const result = await runLoad(target, level, seconds, warmup, watched);
+      if (!(await settle(watched)))
+        say(`  (${name} was still busy 90 s after its run: the next run shares the CPU with it)`);
+      direct ??= result;
+      // No answer completed (a proxy slower than the window): no per-answer figure to give.
+      const perAnswer = (s: number | undefined) =>
+        s === undefined || result.cpu.answers === 0 ? undefined : (s * 1000) / result.cpu.answers;
+      const row: Row = {
+        scenario,
+        level,
+        name,
+        result,
+        direct,
+        cpu: {
+          loadgen: perAnswer(result.cpu.self),
+          upstream: perAnswer(result.cpu.seconds[0]),
+          proxy: proxy ? perAnswer(result.cpu.seconds[1]) : undefined,
         },
-        ready: () => httpOk(`${url}/healthz`),
-      },
-    ),
-  );
-  const res = await fetch(`${url}/admin/sessions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    // Capture off: the direct baseline asks for no token ids, so neither does the guard here.
-    body: JSON.stringify({
-      instruction: "Fix the date formatter in src/dates.py.",
-      adapter: "bench",
-      capture: false,
-    }),
-  });
-  const { apiKey } = (await res.json()) as { apiKey: string };
-  return {
-    url: `${url}/v1/chat/completions`,
-    headers: { authorization: `Bearer ${apiKey}` },
-    body: requestBody("bench"),
-  };
+      };
+      rows.push(row);
+      say(formatRow(row));
+    }
+  }
+  return rows;
+}
+
+/** The pinned table's CPUs: the first two this process may use, or why there are not two. */
+function pinnedCpus(): [string, string] | string {
+  const available = tasksetAvailable();
+  if (available !== true) return available;
+  const cpus = currentCpus()
+    .split(",")
+    .flatMap((part) => {
+      const [from, to = from] = part.split("-").map(Number);
+      return Array.from({ length: to! - from! + 1 }, (_, i) => String(from! + i));
+    });
+  return cpus.length >= 2 ? [cpus[0]!, cpus[1]!] : `only CPU ${cpus.join(",")} is available`;
 }
 
 async function main(): Promise<void> {
@@ -100,22 +107,19 @@ async function main(): Promise<void> {
     record: false,
   });
   running.push(fast, paced);
-  const targets = {
-    fast: [
-      {
-        name: "direct",
-        target: { url: `${fast.url}/v1/chat/completions`, headers: {}, body: requestBody("bench") },
-      },
-      { name: "guard", target: await startGuard(PORTS.guard, fast.url) },
-    ],
-    paced: [
-      {
-        name: "direct",
-        target: { url: `${paced.url}/v1/chat/completions`, headers: {}, body: requestBody("bench") },
-      },
-      { name: "guard", target: await startGuard(PORTS.pacedGuard, paced.url) },
-    ],
-  };
+  const direct = (url: string): Target => ({
+    name: "direct",
+    target: { url: `${url}/v1/chat/completions`, headers: {}, body: requestBody("bench") },
+  });
+  const guard = await startGuard(PORTS.guard, fast.url);
+  const pacedGuard = await startGuard(PORTS.pacedGuard, paced.url);
+  running.push(guard.process, pacedGuard.process);
+  const fastTargets: Target[] = [direct(fast.url), { name: "guard", target: guard.target, proxy: guard.pid }];
+  const pacedTargets: Target[] = [
+    direct(paced.url),
+    { name: "guard", target: pacedGuard.target, proxy: pacedGuard.pid },
+  ];
+  const proxies = [guard.pid];
   if (values["skip-litellm"]) say("LiteLLM: skipped (--skip-litellm)");
   else {
     say("starting LiteLLM's proxy (the first run installs it into its own venv)...");
@@ -125,43 +129,70 @@ async function main(): Promise<void> {
       running.push(litellm);
       const url = `http://127.0.0.1:${PORTS.litellm}/v1/chat/completions`;
       const headers = { authorization: `Bearer ${LITELLM_KEY}` };
-      targets.fast.push({ name: "litellm", target: { url, headers, body: requestBody("bench") } });
-      targets.paced.push({ name: "litellm", target: { url, headers, body: requestBody("bench-paced") } });
+      const pid = litellm.child.pid!;
+      proxies.push(pid);
+      fastTargets.push({ name: "litellm", target: { url, headers, body: requestBody("bench") }, proxy: pid });
+      pacedTargets.push({
+        name: "litellm",
+        target: { url, headers, body: requestBody("bench-paced") },
+        proxy: pid,
+      });
     }
   }
-  const table: string[] = [];
-  for (const [scenario, levels] of [
-    ["fast", list(values.levels)],
-    ["paced", list(values["paced-levels"])],
-  ] as const) {
-    for (const level of levels) {
-      let direct: LoadResult | undefined;
-      for (const { name, target } of targets[scenario]) {
-        const r = await runLoad(target, level, seconds, warmup);
-        direct ??= r;
-        const line = [
-          scenario.padEnd(6),
-          String(level).padStart(5),
-          ` ${name.padEnd(8)}`,
-          r.perSecond.toFixed(0).padStart(7),
-          `${(r.perSecond / direct.perSecond).toFixed(2)}x`.padStart(10),
-          r.p50.toFixed(1).padStart(8),
-          r.p99.toFixed(1).padStart(8),
-          (name === "direct" ? "-" : (r.p99 - direct.p99).toFixed(1)).padStart(13),
-          String(r.errors).padStart(7),
-          String(r.requests).padStart(7),
-        ].join(" ");
-        table.push(line);
-        say(line);
-      }
+
+  say("\nSHARED CPUs: load generator, upstream and proxy compete for the same cores");
+  say(HEADER);
+  const shared = [
+    ...(await table("fast", list(values.levels), fast.child.pid!, fastTargets)),
+    ...(await table("paced", list(values["paced-levels"]), paced.child.pid!, pacedTargets)),
+  ];
+
+  let pinned: Row[] = [];
+  const cpus = pinnedCpus();
+  const pinnedLevels = list(values["pinned-levels"]);
+  if (pinnedLevels.length === 0) say("\nPINNED: skipped (--pinned-levels is empty)");
+  else if (typeof cpus === "string") say(`\nPINNED: skipped, ${cpus}`);
+  else {
+    const all = currentCpus();
+    say(
+      `\nPINNED (taskset): load generator and upstream on CPU ${cpus[0]}, the proxy alone on CPU ${cpus[1]} (as beside a GPU server)`,
+    );
+    say(HEADER);
+    // The load generator is this process: pinning it in place (all its threads, `taskset -a`)
+    // keeps one load generator for both tables; every affinity is restored afterwards.
+    pin(process.pid, cpus[0], false);
+    pin(fast.child.pid!, cpus[0]);
+    for (const pid of proxies) pin(pid, cpus[1]);
+    try {
+      pinned = await table("pinned", pinnedLevels, fast.child.pid!, fastTargets);
+    } finally {
+      for (const pid of [process.pid, fast.child.pid!, ...proxies]) pin(pid, all, pid !== process.pid);
     }
   }
-  say("");
-  say("scenario  c   target      req/s  vs direct   p50 ms   p99 ms  added p99 ms  errors  counted");
-  for (const line of table) say(line);
+
+  say("\nSHARED CPUs");
+  say(HEADER);
+  for (const row of shared) say(formatRow(row));
+  if (pinned.length > 0) {
+    say(`\nPINNED: load generator + upstream on one core, proxy on its own core`);
+    say(HEADER);
+    for (const row of pinned) say(formatRow(row));
+  }
   say("");
   say("counted: requests completed inside the measured window; NaN: none completed in it");
+  say("CPU ms/answer: user+system CPU of each process over the window / answers completed in it;");
+  say(
+    "  upstream and proxy from /proc/<pid>/stat, loadgen is this process; proxy answers/s per core = 1000 / proxy ms",
+  );
   say("targets: guard >= 0.90x direct throughput at 256 streams, < 5 ms added p99, ahead of LiteLLM");
+  for (const line of [
+    ...verdicts(
+      "shared CPUs, fast upstream",
+      shared.filter((r) => r.scenario === "fast"),
+    ),
+    ...verdicts("pinned", pinned),
+  ])
+    say(line);
 }
 
 const stopAll = async () => {

@@ -119,6 +119,31 @@ describe("bad input to the guard", () => {
     expect(Date.now() - started).toBeLessThan(3_000);
   });
 
+  it("stops reading the upstream when the harness hangs up mid-stream, and records why", async () => {
+    const { apiKey: key, id } = await h.register({ instruction });
+    // 40 chunks 100 ms apart: read to its end, the answer would take 4 s.
+    await h.setScript([{ text: "x".repeat(40), chunk_chars: 1, delay_ms: 100 }]);
+    const hangUp = new AbortController();
+    const res = await fetch(`${h.guardUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "m", messages, stream: true }),
+      signal: hangUp.signal,
+    });
+    const first = await res.body!.getReader().read();
+    expect(new TextDecoder().decode(first.value)).toContain("data: ");
+    hangUp.abort();
+    let records: Trajectory["records"] = [];
+    for (let i = 0; i < 40 && records.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      records = ((await (await fetch(`${h.guardUrl}/admin/sessions/${id}/trajectory`)).json()) as Trajectory)
+        .records;
+    }
+    expect(records).toHaveLength(1);
+    expect(records[0]!.error).toBe("the harness closed the connection");
+    expect(records[0]!.durationMs).toBeLessThan(2_000);
+  });
+
   it("withholds a tool call whose arguments are not valid JSON, with a notice that is not a violation", async () => {
     const { apiKey: key, id } = await h.register({ instruction });
     const turn = {

@@ -101,7 +101,10 @@ export class AnthropicStreamWriter implements Sink {
       this.open = "text";
       this.event("content_block_start", { index: this.index, content_block: { type: "text", text: "" } });
     }
-    this.event("content_block_delta", { index: this.index, delta: { type: "text_delta", text: delta } });
+    // Built as text: the envelope is fixed, and serialising an object per delta was most of the cost.
+    this.write(
+      `event: content_block_delta\ndata: {"type":"content_block_delta","index":${this.index},"delta":{"type":"text_delta","text":${JSON.stringify(delta)}}}\n\n`,
+    );
   }
 
   toolCall(call: RawToolCall): void {

@@ -2,7 +2,7 @@ import type { CapturedToolCall, CaptureRecord, Session } from "@bridle/contracts
 import type { Logger } from "@bridle/service-kit";
 import type { CaptureStore } from "../capture.ts";
 import { contextFor, judgeCall, type RawToolCall } from "./judge.ts";
-import { readAll, readSse, type UpstreamClient } from "./upstream.ts";
+import { type Cancel, readAll, readSse, type UpstreamClient } from "./upstream.ts";
 
 export interface Usage {
   promptTokens: number;
@@ -59,14 +59,14 @@ export async function openExchange(
   api: "openai" | "anthropic",
   clientRequest: Record<string, unknown>,
   stream: boolean,
-  signal: AbortSignal,
+  cancel: Cancel,
 ): Promise<(sink: Sink) => Promise<void>> {
   const startedAt = new Date();
   const body: Record<string, unknown> = { ...clientRequest, model: session.adapter, stream };
   if (session.capture) Object.assign(body, { logprobs: true, return_token_ids: true });
   if (stream) body.stream_options = { include_usage: true };
   const context = contextFor(session, body);
-  const res = await deps.upstream.post("/v1/chat/completions", body, signal);
+  const res = await deps.upstream.post("/v1/chat/completions", body, cancel);
 
   return async (sink) => {
     const state = new ExchangeState(session, context, sink);
@@ -77,7 +77,7 @@ export async function openExchange(
       state.end();
     } catch (err) {
       error = err instanceof Error ? err.message : String(err);
-      if (!signal.aborted) state.failed(error);
+      if (!cancel.aborted) state.failed(error);
     }
     const record: CaptureRecord = {
       seq: 0,
@@ -97,7 +97,7 @@ export async function openExchange(
       promptTokenIds: session.capture ? state.promptIds : null,
       completionTokenIds: session.capture ? state.completionIds : null,
       logprobs: session.capture ? state.logprobs : null,
-      error: signal.aborted ? "the harness closed the connection" : error,
+      error: cancel.aborted ? "the harness closed the connection" : error,
     };
     // Queued now (a later read of the session waits for it), written without holding up the harness.
     void deps.capture
@@ -145,13 +145,22 @@ class ExchangeState {
         completionTokens: chunk.usage.completion_tokens ?? 0,
       };
     for (const choice of chunk.choices ?? []) {
-      if (choice.token_ids) this.completionIds = [...(this.completionIds ?? []), ...choice.token_ids];
-      if (choice.logprobs?.content)
-        this.logprobs = [...(this.logprobs ?? []), ...choice.logprobs.content.map((l) => l.logprob)];
+      // Appended in place: copying the arrays per chunk would be quadratic over a long answer.
+      if (choice.token_ids) {
+        this.completionIds ??= [];
+        for (const id of choice.token_ids) this.completionIds.push(id);
+      }
+      if (choice.logprobs?.content) {
+        this.logprobs ??= [];
+        for (const l of choice.logprobs.content) this.logprobs.push(l.logprob);
+      }
       const delta = complete ? choice.message : choice.delta;
       if (delta?.content) this.text(delta.content);
       const calls = (delta?.tool_calls ?? []) as DeltaCall[];
-      for (const [i, call] of calls.entries()) this.toolDelta(call, complete ? i : (call.index ?? i));
+      for (let i = 0; i < calls.length; i++) {
+        const call = calls[i]!;
+        this.toolDelta(call, complete ? i : (call.index ?? i));
+      }
       if (complete) this.flushCalls(Number.POSITIVE_INFINITY);
       if (choice.finish_reason) this.finishReason = choice.finish_reason;
     }
@@ -173,6 +182,8 @@ class ExchangeState {
   }
 
   private flushCalls(below: number): void {
+    // Most deltas continue the call being held: nothing to release, so no sorted copy to make.
+    if (this.pending.size === 0 || (this.pending.size === 1 && this.pending.has(below))) return;
     for (const [index, call] of [...this.pending].sort((a, b) => a[0] - b[0])) {
       if (index >= below) break;
       this.pending.delete(index);

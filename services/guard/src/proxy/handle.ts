@@ -5,7 +5,7 @@ import { AnthropicCollector, AnthropicStreamWriter } from "./anthropic-response.
 import { type ExchangeDeps, openExchange } from "./exchange.ts";
 import { type Api, errorOutcome, type HeaderGetter, ProxyError, parseJsonBody, sessionOf } from "./http.ts";
 import { OpenAICollector, OpenAIStreamWriter } from "./openai.ts";
-import { UpstreamError } from "./upstream.ts";
+import { Cancel, UpstreamError } from "./upstream.ts";
 
 export interface ProxyDeps extends ExchangeDeps {
   store: CaptureStore;
@@ -16,7 +16,7 @@ export interface ProxyDeps extends ExchangeDeps {
 /** What to answer: a JSON body, or an event stream to run. Independent of the HTTP framework. */
 export type ProxyOutcome =
   | { status: number; headers: Record<string, string>; json: unknown }
-  | { stream: (write: (text: string) => void) => Promise<void>; abort: AbortController };
+  | { stream: (write: (text: string) => void) => Promise<void>; abort: Cancel };
 
 /** Fields of an OpenAI request that the guard decides, not the harness. */
 const GUARD_FIELDS = ["model", "stream", "stream_options"];
@@ -41,8 +41,8 @@ export async function handleProxyCall(
     // An evaluation compares arms at one temperature, whatever each harness would choose.
     if (session.temperature !== undefined) request.temperature = session.temperature;
     const stream = body.stream === true;
-    const abort = new AbortController();
-    const pump = await openExchange({ ...deps, log }, session, api, request, stream, abort.signal);
+    const abort = new Cancel();
+    const pump = await openExchange({ ...deps, log }, session, api, request, stream, abort);
     if (stream) {
       const includeUsage =
         (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;

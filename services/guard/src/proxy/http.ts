@@ -1,6 +1,6 @@
 import type { Session } from "@bridle/contracts";
 import type { CaptureStore } from "../capture.ts";
-import { UpstreamError } from "./upstream.ts";
+import { type Cancel, UpstreamError } from "./upstream.ts";
 
 /** An error to render in the calling API's own error format. */
 export class ProxyError extends Error {
@@ -132,10 +132,7 @@ export function batchedWriter(send: (text: string) => void): {
  * socket write (flushed on `setImmediate`): nothing waits for more input, and a fast upstream's
  * forty small chunks do not become forty syscalls and packets.
  */
-export function sseResponse(
-  abort: AbortController,
-  run: (write: (text: string) => void) => Promise<void>,
-): Response {
+export function sseResponse(abort: Cancel, run: (write: (text: string) => void) => Promise<void>): Response {
   const encoder = new TextEncoder();
   let closed = false;
   const body = new ReadableStream<Uint8Array>({

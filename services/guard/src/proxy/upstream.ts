@@ -1,5 +1,6 @@
-import { Agent, type IncomingMessage, request } from "node:http";
+import { Agent, type IncomingMessage, type RequestOptions, request } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import { urlToHttpOptions } from "node:url";
 
 /** A failure talking to the model server, with the status the harness should see. */
 export class UpstreamError extends Error {
@@ -15,12 +16,40 @@ export class UpstreamError extends Error {
 }
 
 /**
+ * Cancels one upstream call (the harness hung up). A hook instead of an AbortSignal: handing a
+ * signal to `http.request` costs listeners and abort machinery on every call, several percent of
+ * the guard's CPU per answer, for an event that rarely happens.
+ */
+export class Cancel {
+  aborted = false;
+  private hook: (() => void) | undefined;
+
+  abort(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    const hook = this.hook;
+    this.hook = undefined;
+    hook?.();
+  }
+
+  /** Runs `hook` on abort (at once when already aborted); the returned function unhooks it. */
+  onAbort(hook: () => void): () => void {
+    if (this.aborted) hook();
+    else this.hook = hook;
+    return () => {
+      if (this.hook === hook) this.hook = undefined;
+    };
+  }
+}
+
+/**
  * The guard's client for the OpenAI-compatible model server. Plain `node:http` with keep-alive:
  * the proxy's overhead budget is a few milliseconds, and pooled sockets matter at 256 streams.
  */
 export class UpstreamClient {
   private readonly agent: Agent;
   private readonly url: URL;
+  private readonly targets = new Map<string, RequestOptions>();
 
   constructor(
     baseUrl: string,
@@ -32,18 +61,23 @@ export class UpstreamClient {
   }
 
   /** POSTs JSON and resolves once response headers arrive. A non-2xx answer becomes an UpstreamError. */
-  post(path: string, body: unknown, signal?: AbortSignal): Promise<IncomingMessage> {
+  post(path: string, body: unknown, cancel?: Cancel): Promise<IncomingMessage> {
     const payload = JSON.stringify(body);
     const send = this.url.protocol === "https:" ? httpsRequest : request;
+    let target = this.targets.get(path);
+    if (!target) {
+      // What http.request would derive from a URL on every call, worked out once per path.
+      target = urlToHttpOptions(new URL(path, this.url));
+      this.targets.set(path, target);
+    }
     return new Promise((resolve, reject) => {
       const req = send(
-        new URL(path, this.url),
         {
+          ...target,
           method: "POST",
           agent: this.agent,
           headers: { "content-type": "application/json", "content-length": Buffer.byteLength(payload) },
           timeout: this.timeoutMs,
-          ...(signal ? { signal } : {}),
         },
         (res) => {
           const status = res.statusCode ?? 502;
@@ -55,6 +89,11 @@ export class UpstreamClient {
         },
       );
       req.on("timeout", () => req.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
+      if (cancel) {
+        // Unhooked once the exchange is over, so a late abort cannot touch a pooled socket.
+        const unhook = cancel.onAbort(() => req.destroy(new Error("the harness closed the connection")));
+        req.on("close", unhook);
+      }
       req.on("error", (err: NodeJS.ErrnoException) => {
         const down = ["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ECONNRESET"].includes(err.code ?? "");
         reject(
@@ -120,12 +159,14 @@ export function readAll(res: IncomingMessage): Promise<string> {
 /**
  * Reads an SSE body and calls `onData` with each `data:` payload. Resolves when `[DONE]` arrives;
  * rejects when the connection ends without it (a cut stream) or nothing arrives for `idleMs`.
+ * One idle timer per stream, re-armed with `refresh()`, and events cut out of the buffer by
+ * index: a fast upstream sends forty events per answer, so per-event allocations add up.
  */
 export function readSse(res: IncomingMessage, idleMs: number, onData: (data: string) => void): Promise<void> {
   return new Promise((resolve, reject) => {
     let buffer = "";
     let done = false;
-    let timer = setTimeout(stall, idleMs);
+    const timer = setTimeout(stall, idleMs);
     function stall() {
       finish(new Error(`the model server sent nothing for ${idleMs} ms`));
       res.destroy();
@@ -137,27 +178,38 @@ export function readSse(res: IncomingMessage, idleMs: number, onData: (data: str
       if (err) reject(err);
       else resolve();
     }
+    /** Handles one line of an event; true when the stream is over. */
+    function line(text: string): boolean {
+      if (!text.startsWith("data:")) return false;
+      const data = text.slice(text[5] === " " ? 6 : 5).trim();
+      if (data === "[DONE]") {
+        finish();
+        return true;
+      }
+      try {
+        onData(data);
+      } catch (err) {
+        finish(err as Error);
+        return true;
+      }
+      return false;
+    }
     res.setEncoding("utf8");
     res.on("data", (chunk: string) => {
-      clearTimeout(timer);
-      timer = setTimeout(stall, idleMs);
-      buffer += chunk;
+      timer.refresh();
+      buffer = buffer.length > 0 ? buffer + chunk : chunk;
+      let from = 0;
       let cut = buffer.indexOf("\n\n");
       while (cut >= 0 && !done) {
-        const event = buffer.slice(0, cut);
-        buffer = buffer.slice(cut + 2);
-        for (const line of event.split("\n")) {
-          if (!line.startsWith("data:")) continue;
-          const data = line.slice(line[5] === " " ? 6 : 5).trim();
-          if (data === "[DONE]") return finish();
-          try {
-            onData(data);
-          } catch (err) {
-            return finish(err as Error);
-          }
-        }
-        cut = buffer.indexOf("\n\n");
+        const event = buffer.slice(from, cut);
+        from = cut + 2;
+        // Most events are one `data:` line; split only those that hold more.
+        if (event.includes("\n")) {
+          for (const text of event.split("\n")) if (line(text)) break;
+        } else line(event);
+        cut = buffer.indexOf("\n\n", from);
       }
+      buffer = from > 0 ? buffer.slice(from) : buffer;
     });
     res.on("end", () => finish(new Error("the model server ended the stream before it was complete")));
     res.on("aborted", () => finish(new Error("the model server cut the stream mid-answer")));

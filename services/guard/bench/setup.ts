@@ -1,0 +1,93 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { httpOk, type RunningProcess, spawnProcess } from "@bridle/testkit";
+import type { LoadTarget } from "./load.ts";
+
+/** The benchmark's ports (see the task's port range). */
+export const PORTS = {
+  upstream: 19350,
+  pacedUpstream: 19351,
+  guard: 19352,
+  pacedGuard: 19353,
+  litellm: 19354,
+};
+
+/** The answer the scripted upstream (TEST DOUBLE for the model server) streams for every request. */
+export const canned = {
+  text: "I will inspect the repository layout first, then read the failing test to see what the date formatter is expected to return.",
+  tool_calls: [
+    { name: "bash", arguments: { command: "ls -la src tests && git status --short" } },
+    { name: "read", arguments: { path: "src/dates.py" } },
+  ],
+  chunk_chars: 6,
+};
+
+const tools = ["bash", "read"].map((name) => ({
+  type: "function",
+  function: { name, description: name, parameters: { type: "object", properties: {} } },
+}));
+
+/** The streamed request every load loop sends. */
+export const requestBody = (model: string) =>
+  JSON.stringify({
+    model,
+    stream: true,
+    messages: [{ role: "user", content: "Fix the date formatter in src/dates.py." }],
+    tools,
+  });
+
+/** A guard process started for the benchmark, with one registered session to send load through. */
+export interface BenchGuard {
+  process: RunningProcess;
+  pid: number;
+  target: LoadTarget;
+}
+
+/** Spawns the guard in front of `upstreamUrl` and registers a session (capture off) for the load. */
+export async function startGuard(
+  port: number,
+  upstreamUrl: string,
+  options: { nodeArgs?: string[] } = {},
+): Promise<BenchGuard> {
+  const url = `http://127.0.0.1:${port}`;
+  const proc = await spawnProcess(
+    process.execPath,
+    [
+      ...(options.nodeArgs ?? []),
+      "--import",
+      "tsx",
+      fileURLToPath(new URL("../src/main.ts", import.meta.url)),
+    ],
+    {
+      env: {
+        PORT: String(port),
+        UPSTREAM_URL: upstreamUrl,
+        GUARD_DATA_DIR: mkdtempSync(join(tmpdir(), "bridle-guard-bench-")),
+        LOG_LEVEL: "warn",
+      },
+      ready: () => httpOk(`${url}/healthz`),
+    },
+  );
+  const res = await fetch(`${url}/admin/sessions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    // Capture off: the direct baseline asks for no token ids, so neither does the guard here.
+    body: JSON.stringify({
+      instruction: "Fix the date formatter in src/dates.py.",
+      adapter: "bench",
+      capture: false,
+    }),
+  });
+  const { apiKey } = (await res.json()) as { apiKey: string };
+  return {
+    process: proc,
+    pid: proc.child.pid!,
+    target: {
+      url: `${url}/v1/chat/completions`,
+      headers: { authorization: `Bearer ${apiKey}` },
+      body: requestBody("bench"),
+    },
+  };
+}

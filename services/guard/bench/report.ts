@@ -40,7 +40,7 @@ export function formatRow(row: Row): string {
   ].join(" ");
 }
 
-/** Whether each target of the issue is met at the highest concurrency of a table, worked out from its rows. */
+/** Whether each benchmark target is met at the highest concurrency of a table, worked out from its rows. */
 export function verdicts(title: string, rows: Row[]): string[] {
   const top = Math.max(...rows.map((r) => r.level));
   const at = (name: string) => rows.find((r) => r.level === top && r.name === name);

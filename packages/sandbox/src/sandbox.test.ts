@@ -20,7 +20,9 @@ describe("Sandbox", () => {
     const a = await Sandbox.create({ environmentDir: env, baseDir: host });
     const b = await Sandbox.create({ environmentDir: env, baseDir: host });
     try {
-      expect((await stat(join(a.workspace, "run.sh"))).mtimeMs).toBe((await stat(join(env, "run.sh"))).mtimeMs);
+      expect((await stat(join(a.workspace, "run.sh"))).mtimeMs).toBe(
+        (await stat(join(env, "run.sh"))).mtimeMs,
+      );
       const r = await a.run(["./run.sh", "one"], { timeoutMs: 10_000 });
       expect(r).toMatchObject({ exitCode: 0, stdout: "ran one\n", timedOut: false });
       await a.run(["bash", "-c", "echo changed > run.sh"], { timeoutMs: 10_000 });

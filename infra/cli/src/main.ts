@@ -26,7 +26,7 @@ Stack:
   down               stop the stack
   status [--json]    show each component's state and health
   probe [--prompt P] run the stack probe workflow through the gateway
-  demo               up, then the probe; prints the Temporal UI link
+  demo               the main job: up, a short training run (pi), then its adapter vs the base model
 
 Training and evaluation:
 ${trainingUsage}

@@ -68,7 +68,13 @@ describe("guard admin API", () => {
     expect(ok.status).toBe(201);
     const doc = (await (await app.request("/openapi.json")).json()) as { paths: Record<string, unknown> };
     expect(Object.keys(doc.paths)).toEqual(
-      expect.arrayContaining(["/admin/sessions", "/admin/sessions/{id}/trajectory"]),
+      expect.arrayContaining([
+        "/admin/sessions",
+        "/admin/sessions/{id}/trajectory",
+        "/v1/chat/completions",
+        "/v1/messages",
+        "/v1/models",
+      ]),
     );
   });
 });

@@ -3,6 +3,7 @@ import type { CaptureStore } from "./capture.ts";
 import type { UpstreamClient } from "./proxy/upstream.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { proxyRoutes } from "./routes/proxy.ts";
+import { documentProxyRoutes } from "./routes/proxy-docs.ts";
 
 export interface GuardDeps {
   log: Logger;
@@ -32,6 +33,7 @@ export function createGuardApp(deps: GuardDeps) {
     });
   }
   app.route("/admin", adminRoutes(deps.store));
+  documentProxyRoutes(app);
   app.route(
     "/",
     proxyRoutes(

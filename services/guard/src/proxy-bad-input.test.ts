@@ -174,8 +174,8 @@ describe("bad input to the guard", () => {
     expect(trajectory.rewardZero).toBe(false);
   });
 
-  it("answers a retryable 503 when the model server is down, in both APIs", async () => {
-    const { apiKey: key } = await down.register({ instruction });
+  it("answers a retryable 503 when the model server is down, in both APIs, and records the calls", async () => {
+    const { apiKey: key, id: sessionId } = await down.register({ instruction });
     const err = await openai(down, key)
       .chat.completions.create({ model: "m", messages })
       .catch((e: unknown) => e);
@@ -190,6 +190,14 @@ describe("bad input to the guard", () => {
       .catch((e: unknown) => e);
     expect(anthErr).toBeInstanceOf(Anthropic.APIError);
     expect((anthErr as InstanceType<typeof Anthropic.APIError>).status).toBe(503);
+    // Both refused calls are in the session's record, with why.
+    const trajectory = (await (
+      await fetch(`${down.guardUrl}/admin/sessions/${sessionId}/trajectory`)
+    ).json()) as Trajectory;
+    expect(trajectory.records.map((r) => [r.api, r.response, r.error?.includes("unreachable")])).toEqual([
+      ["openai", null, true],
+      ["anthropic", null, true],
+    ]);
     const health = await fetch(`${down.guardUrl}/healthz`);
     expect(health.ok).toBe(true);
   });

@@ -4,8 +4,9 @@ import type { CaptureRecord, Session, Trajectory } from "@bridle/contracts";
  * Stitches a session's calls into branches. A call continues an earlier one when its prompt starts
  * with that call's prompt plus completion, token for token; failing that (no token ids, or a
  * harness that re-serialises the model's tool-call arguments so the tokens differ), when its
- * messages start with the earlier call's messages. The branch holding the last call is the
- * trajectory; the others were abandoned (a retry, a blocked call's notice, a harness sub-agent).
+ * messages start with the earlier call's messages. The branch holding the last call answered in
+ * full is the trajectory; the others were abandoned (a retry, a blocked call's notice, a harness
+ * sub-agent, a call the model server refused).
  */
 export function stitch(session: Session, records: CaptureRecord[]): Trajectory {
   const ordered = [...records].sort((a, b) => a.seq - b.seq);
@@ -30,7 +31,9 @@ export function stitch(session: Session, records: CaptureRecord[]): Trajectory {
     for (let p = parent.get(seq); p !== undefined; p = parent.get(p)) path.unshift(p);
     return path;
   };
-  const last = ordered.at(-1);
+  // The trajectory ends at the last call that was answered in full: a call the model server refused
+  // or cut off after it (the harness then gave up) is not where the rollout's work is.
+  const last = ordered.findLast((r) => r.error === null) ?? ordered.at(-1);
   const main = last ? chain(last.seq) : [];
   const onMain = new Set(main);
   const parents = new Set(parent.values());

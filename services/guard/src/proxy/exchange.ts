@@ -66,7 +66,33 @@ export async function openExchange(
   if (session.capture) Object.assign(body, { logprobs: true, return_token_ids: true });
   if (stream) body.stream_options = { include_usage: true };
   const context = contextFor(session, body);
-  const res = await deps.upstream.post("/v1/chat/completions", body, cancel);
+  let res: Awaited<ReturnType<UpstreamClient["post"]>>;
+  try {
+    res = await deps.upstream.post("/v1/chat/completions", body, cancel);
+  } catch (err) {
+    // The harness gets a (retryable) error; the session still shows the call that never got an
+    // answer, so a trajectory with a gap says why.
+    append(deps, {
+      seq: 0,
+      sessionId: session.id,
+      api,
+      stream,
+      startedAt: startedAt.toISOString(),
+      durationMs: Date.now() - startedAt.getTime(),
+      adapter: session.adapter,
+      servedModel: null,
+      request: session.capture ? body : null,
+      response: null,
+      toolCalls: [],
+      notices: [],
+      usage: null,
+      promptTokenIds: null,
+      completionTokenIds: null,
+      logprobs: null,
+      error: err instanceof Error ? err.message : String(err),
+    });
+    throw err;
+  }
 
   return async (sink) => {
     const state = new ExchangeState(session, context, sink);
@@ -99,10 +125,7 @@ export async function openExchange(
       logprobs: session.capture ? state.logprobs : null,
       error: cancel.aborted ? "the harness closed the connection" : error,
     };
-    // Queued now (a later read of the session waits for it), written without holding up the harness.
-    void deps.capture
-      .append(record)
-      .catch((err: unknown) => deps.log.error({ err, sessionId: session.id }, "capture write failed"));
+    append(deps, record);
     const blocked = state.judged.filter((c) => c.decision !== "allow");
     if (blocked.length > 0) {
       deps.log.warn(
@@ -114,6 +137,13 @@ export async function openExchange(
       );
     }
   };
+}
+
+/** Queued now (a later read of the session waits for it), written without holding up the harness. */
+function append(deps: ExchangeDeps, record: CaptureRecord): void {
+  void deps.capture
+    .append(record)
+    .catch((err: unknown) => deps.log.error({ err, sessionId: record.sessionId }, "capture write failed"));
 }
 
 /** What one exchange has seen so far, and the holding of tool calls until they are complete. */

@@ -1,0 +1,55 @@
+import type { CaptureRecord, Session } from "@bridle/contracts";
+import { describe, expect, it } from "vitest";
+import { stitch } from "./trajectory.ts";
+
+const session = { id: "s", mode: "block" } as Session;
+const record = (seq: number, prompt: number[], completion: number[] | null, error: string | null = null) =>
+  ({
+    seq,
+    sessionId: "s",
+    api: "openai",
+    stream: true,
+    startedAt: "2026-01-01T00:00:00.000Z",
+    durationMs: 1,
+    adapter: "a",
+    servedModel: completion ? "a" : null,
+    request: null,
+    response: completion ? { content: "x", finishReason: "stop" } : null,
+    toolCalls: [],
+    notices: [],
+    usage: null,
+    promptTokenIds: completion ? prompt : null,
+    completionTokenIds: completion,
+    logprobs: completion ? completion.map(() => -1) : null,
+    error,
+  }) satisfies CaptureRecord;
+
+describe("stitch", () => {
+  it("follows token prefixes and ends the trajectory at the last call answered in full", () => {
+    const t = stitch(session, [
+      record(0, [1, 2], [3]),
+      record(1, [1, 2, 3, 4], [5]),
+      // The model server went away: the harness's next calls were refused, then it gave up.
+      record(
+        2,
+        [1, 2, 3, 4, 5, 6],
+        null,
+        "model server unreachable at http://127.0.0.1:1: connect ECONNREFUSED",
+      ),
+      record(
+        3,
+        [1, 2, 3, 4, 5, 6],
+        null,
+        "model server unreachable at http://127.0.0.1:1: connect ECONNREFUSED",
+      ),
+    ]);
+    expect(t.mainBranch).toEqual([0, 1]);
+    expect(t.abandoned).toEqual([[2], [3]]);
+    expect(t.stitchedBy).toBe("token-ids");
+  });
+
+  it("keeps the last call when none was answered", () => {
+    const t = stitch(session, [record(0, [1], null, "refused"), record(1, [1], null, "refused")]);
+    expect(t.mainBranch).toEqual([1]);
+  });
+});

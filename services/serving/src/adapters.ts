@@ -187,17 +187,23 @@ export class AdapterManager {
     }
   }
 
-  /** Makes room under --max-loras by retiring the oldest versions that are not an adapter's current. */
+  /**
+   * Keeps vLLM's working set near --max-loras by retiring the oldest versions that are not an
+   * adapter's current. Current versions are never retired for room: --max-loras bounds the
+   * adapters in one batch, not the adapters registered, and vLLM swaps a registered adapter back
+   * in from its (immutable) folder when a request needs it. So every finished run's adapter stays
+   * servable, however many runs there were.
+   */
   private async freeSlot(): Promise<void> {
     let serving = this.registry.inState("serving");
     while (serving.length >= this.settings.maxLoras) {
       const victim = serving.find((v) => this.registry.current(v.name)?.version !== v.version);
       if (!victim) {
-        throw httpError(
-          409,
-          "no_adapter_slot",
-          `all ${this.settings.maxLoras} adapter slots (--max-loras) hold current versions; retire one first`,
+        this.log.info(
+          { serving: serving.length, maxLoras: this.settings.maxLoras },
+          "more current adapters than --max-loras: vLLM swaps them in as requests need them",
         );
+        return;
       }
       await this.unload(victim.servedName);
       this.registry.setState(victim.name, victim.version, "retired");

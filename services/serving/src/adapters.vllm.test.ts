@@ -119,6 +119,25 @@ describe("adapter versions on a real vLLM", () => {
     expect((await vllm.baseModel()).adapters.map((a) => a.id)).toEqual([`${NAME}@v4`]);
   });
 
+  it("serves more current adapters than --max-loras: vLLM swaps them in per request", async () => {
+    const others = ["smollm2/pi/run-b", "smollm2/pi/run-c"];
+    for (const [i, name] of others.entries()) {
+      const res = await post(`/v1/adapters/${name}/versions`, { path: random[i]!, step: 1 });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      expect(AdapterVersion.parse(res.body).state).toBe("serving");
+    }
+    expect(registry.inState("serving").length).toBeGreaterThan(settings.maxLoras);
+    // Each answers as itself, in turn and again, so each is swapped out and back in at least once.
+    for (const name of [NAME, ...others, NAME, ...others]) {
+      const res = await complete(name);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(CompletionResult.parse(res.body).adapter?.name).toBe(name);
+    }
+    for (const name of others) {
+      expect((await app.request(`/v1/adapters/${name}/versions/1`, { method: "DELETE" })).status).toBe(200);
+    }
+  });
+
   it("refuses names that are not <model>/<harness>/<run> and unknown adapters", async () => {
     expect((await post("/v1/adapters/a/b/c%20d/versions", { path: random[0] })).status).toBe(400);
     expect((await post("/v1/adapters/a/b/c/versions", { path: "" })).status).toBe(400);

@@ -2,6 +2,18 @@ import { z } from "zod";
 import { EvalReport } from "./evaluation.ts";
 import { RunId, TrainConfig } from "./training.ts";
 
+/** How each rollout of a training run or an evaluation runs: the same fields, the same defaults. */
+const rolloutLimits = {
+  concurrency: z.number().int().min(1).max(64).default(2).describe("Rollouts in flight at once"),
+  maxTurns: z.number().int().min(1).max(200).default(17),
+  agentTimeoutSec: z
+    .number()
+    .positive()
+    .max(24 * 3600)
+    .optional(),
+  contextWindow: z.number().int().min(1_024).default(8_192),
+};
+
 /** A training run's configuration: what the user starts, validated at the gateway. */
 export const TrainingRunConfig = z
   .object({
@@ -26,14 +38,7 @@ export const TrainingRunConfig = z
       .min(1)
       .optional()
       .describe("Train on these tasks only (ids of training tasks whose controls passed)"),
-    concurrency: z.number().int().min(1).max(64).default(2).describe("Rollouts in flight at once"),
-    maxTurns: z.number().int().min(1).max(200).default(17),
-    agentTimeoutSec: z
-      .number()
-      .positive()
-      .max(24 * 3600)
-      .optional(),
-    contextWindow: z.number().int().min(1_024).default(8_192),
+    ...rolloutLimits,
     resampleLimit: z
       .number()
       .int()
@@ -112,14 +117,7 @@ export const EvalConfig = z
     limit: z.number().int().min(1).max(1_000).default(100).describe("First N held-out tasks"),
     attempts: z.number().int().min(1).max(16).default(1),
     temperature: z.number().min(0).max(2).default(0.8),
-    concurrency: z.number().int().min(1).max(64).default(2),
-    maxTurns: z.number().int().min(1).max(200).default(17),
-    agentTimeoutSec: z
-      .number()
-      .positive()
-      .max(24 * 3600)
-      .optional(),
-    contextWindow: z.number().int().min(1_024).default(8_192),
+    ...rolloutLimits,
   })
   .strict();
 export type EvalConfig = z.infer<typeof EvalConfig>;

@@ -8,22 +8,11 @@
  * configuration, parsing, trajectory and verifier. The harness run is the baseline beside it.
  */
 import { RolloutResult } from "@bridle/contracts";
-import { startRolloutStack } from "../src/test-stack.ts";
+import { SLUGIFY_FIX as FIX, startRolloutStack, SLUGIFY_TASK as TASK } from "../src/test-stack.ts";
 
-const TASK = "repair-slugify-visible-test";
 const BASE_PORT = Number(process.env.BENCH_BASE_PORT ?? 19740);
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 6);
 const PER_LEVEL = Number(process.env.BENCH_PER_LEVEL ?? 8);
-const FIX = [
-  "import re",
-  "import unicodedata",
-  "",
-  "",
-  "def slugify(title):",
-  '    ascii_text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()',
-  '    return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")',
-  "",
-].join("\n");
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);

@@ -1,18 +1,6 @@
 import { RolloutResult } from "@bridle/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startRolloutStack } from "./test-stack.ts";
-
-const TASK = "repair-slugify-visible-test";
-const FIX = [
-  "import re",
-  "import unicodedata",
-  "",
-  "",
-  "def slugify(title):",
-  '    ascii_text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()',
-  '    return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")',
-  "",
-].join("\n");
+import { SLUGIFY_FIX as FIX, startRolloutStack, SLUGIFY_TASK as TASK } from "./test-stack.ts";
 
 /** Each harness's own tool names and argument shapes for: read, write, run a command. */
 const moves: Record<string, { read: object; write: object; run: (command: string) => object }> = {

@@ -11,6 +11,19 @@ import { createRunnerApp } from "./app.ts";
 const repo = fileURLToPath(new URL("../../..", import.meta.url));
 const main = (service: string) => join(repo, "services", service, "src", "main.ts");
 
+/** A bundled task the tests and the bench have pi solve, and the fix the scripted model writes. */
+export const SLUGIFY_TASK = "repair-slugify-visible-test";
+export const SLUGIFY_FIX = [
+  "import re",
+  "import unicodedata",
+  "",
+  "",
+  "def slugify(title):",
+  '    ascii_text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()',
+  '    return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")',
+  "",
+].join("\n");
+
 /**
  * The rollout path for tests: the real guard, tasks and verifier services as processes, in front
  * of the scripted upstream (a TEST DOUBLE for the model server, so a harness's moves are known in

@@ -66,6 +66,17 @@ export async function openExchange(
   if (session.capture) Object.assign(body, { logprobs: true, return_token_ids: true });
   if (stream) body.stream_options = { include_usage: true };
   const context = contextFor(session, body);
+  // What every capture record of this call says, however the call ends.
+  const recordOf = () => ({
+    seq: 0,
+    sessionId: session.id,
+    api,
+    stream,
+    startedAt: startedAt.toISOString(),
+    durationMs: Date.now() - startedAt.getTime(),
+    adapter: session.adapter,
+    request: session.capture ? body : null,
+  });
   let res: Awaited<ReturnType<UpstreamClient["post"]>>;
   try {
     res = await deps.upstream.post("/v1/chat/completions", body, cancel);
@@ -73,15 +84,8 @@ export async function openExchange(
     // The harness gets a (retryable) error; the session still shows the call that never got an
     // answer, so a trajectory with a gap says why.
     append(deps, {
-      seq: 0,
-      sessionId: session.id,
-      api,
-      stream,
-      startedAt: startedAt.toISOString(),
-      durationMs: Date.now() - startedAt.getTime(),
-      adapter: session.adapter,
+      ...recordOf(),
       servedModel: null,
-      request: session.capture ? body : null,
       response: null,
       toolCalls: [],
       notices: [],
@@ -106,15 +110,8 @@ export async function openExchange(
       if (!cancel.aborted) state.failed(error);
     }
     const record: CaptureRecord = {
-      seq: 0,
-      sessionId: session.id,
-      api,
-      stream,
-      startedAt: startedAt.toISOString(),
-      durationMs: Date.now() - startedAt.getTime(),
-      adapter: session.adapter,
+      ...recordOf(),
       servedModel: state.model ?? null,
-      request: session.capture ? body : null,
       response:
         error && state.content === "" ? null : { content: state.content, finishReason: state.finishReason },
       toolCalls: state.judged,

@@ -40,28 +40,33 @@ export function formatRow(row: Row): string {
   ].join(" ");
 }
 
-/** Whether each benchmark target is met at the highest concurrency of a table, worked out from its rows. */
+/**
+ * Whether each benchmark target is met at the highest concurrency of a table, worked out from its
+ * rows, for every guard measured (one process, and each worker count).
+ */
 export function verdicts(title: string, rows: Row[]): string[] {
   const top = Math.max(...rows.map((r) => r.level));
-  const at = (name: string) => rows.find((r) => r.level === top && r.name === name);
-  const guard = at("guard");
-  const litellm = at("litellm");
-  if (!guard) return [];
-  const ratio = guard.result.perSecond / guard.direct.perSecond;
-  const added = guard.result.p99 - guard.direct.p99;
+  const atTop = rows.filter((r) => r.level === top);
+  const litellm = atTop.find((r) => r.name === "litellm");
   const mark = (ok: boolean) => (ok ? "met    " : "NOT met");
-  const lines = [
-    `${title}, ${top} streams:`,
-    `  ${mark(ratio >= 0.9)} guard >= 0.90x direct throughput (${ratio.toFixed(2)}x)`,
-    `  ${mark(added < 5)} guard adds < 5 ms p99 (${added.toFixed(1)} ms)`,
-  ];
-  if (litellm) {
-    // A LiteLLM run that completed nothing in the window has no p99: any guard p99 is ahead of it.
-    const litellmP99 = Number.isNaN(litellm.result.p99) ? Number.POSITIVE_INFINITY : litellm.result.p99;
-    const ahead = guard.result.perSecond > litellm.result.perSecond && guard.result.p99 < litellmP99;
+  const lines: string[] = [];
+  for (const guard of atTop.filter((r) => r.name.startsWith("guard"))) {
+    const ratio = guard.result.perSecond / guard.direct.perSecond;
+    const added = guard.result.p99 - guard.direct.p99;
+    const who = guard.name;
     lines.push(
-      `  ${mark(ahead)} guard ahead of LiteLLM (${guard.result.perSecond.toFixed(0)} vs ${litellm.result.perSecond.toFixed(0)} req/s, p99 ${guard.result.p99.toFixed(1)} vs ${litellm.result.p99.toFixed(1)} ms)`,
+      `${title}, ${top} streams, ${who}:`,
+      `  ${mark(ratio >= 0.9)} ${who} >= 0.90x direct throughput (${ratio.toFixed(2)}x)`,
+      `  ${mark(added < 5)} ${who} adds < 5 ms p99 (${added.toFixed(1)} ms)`,
     );
-  } else lines.push("  (LiteLLM not measured)");
+    if (litellm) {
+      // A LiteLLM run that completed nothing in the window has no p99: any guard p99 is ahead of it.
+      const litellmP99 = Number.isNaN(litellm.result.p99) ? Number.POSITIVE_INFINITY : litellm.result.p99;
+      const ahead = guard.result.perSecond > litellm.result.perSecond && guard.result.p99 < litellmP99;
+      lines.push(
+        `  ${mark(ahead)} ${who} ahead of LiteLLM (${guard.result.perSecond.toFixed(0)} vs ${litellm.result.perSecond.toFixed(0)} req/s, p99 ${guard.result.p99.toFixed(1)} vs ${litellm.result.p99.toFixed(1)} ms)`,
+      );
+    } else lines.push("  (LiteLLM not measured)");
+  }
   return lines;
 }

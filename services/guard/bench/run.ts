@@ -8,10 +8,11 @@
  *
  * Two tables: "shared", where the load generator, the upstream and the proxy compete for all
  * cores; and "pinned" (taskset), where the load generator and the upstream share one core and the
- * proxy has another to itself, as the guard beside a GPU server would.
+ * proxy has the other cores to itself, as the guard beside a GPU server would. The guard runs once
+ * per entry of --workers (GUARD_WORKERS: one process, or a primary and N workers on one port).
  *
  *   pnpm bench [-- --seconds 4 --warmup 2 --levels 1,64,256 --paced-levels 256
- *                  --pinned-levels 1,64,256 --skip-litellm]
+ *                  --pinned-levels 1,64,256 --workers 1,2 --skip-litellm]
  */
 import { parseArgs } from "node:util";
 import { type RunningProcess, spawnScriptedUpstream } from "@bridle/testkit";
@@ -30,6 +31,7 @@ const { values } = parseArgs({
     levels: { type: "string", default: "1,64,256" },
     "paced-levels": { type: "string", default: "256" },
     "pinned-levels": { type: "string", default: "1,64,256" },
+    workers: { type: "string", default: "1,2" },
     "skip-litellm": { type: "boolean", default: false },
   },
 });
@@ -84,7 +86,10 @@ async function table(
   return rows;
 }
 
-/** The pinned table's CPUs: the first two this process may use, or why there are not two. */
+/**
+ * The pinned table's CPUs: the first this process may use (load generator and upstream) and the
+ * rest as a taskset list (the proxies), or why there are not two.
+ */
 function pinnedCpus(): [string, string] | string {
   const available = tasksetAvailable();
   if (available !== true) return available;
@@ -94,7 +99,7 @@ function pinnedCpus(): [string, string] | string {
       const [from, to = from] = part.split("-").map(Number);
       return Array.from({ length: to! - from! + 1 }, (_, i) => String(from! + i));
     });
-  return cpus.length >= 2 ? [cpus[0]!, cpus[1]!] : `only CPU ${cpus.join(",")} is available`;
+  return cpus.length >= 2 ? [cpus[0]!, cpus.slice(1).join(",")] : `only CPU ${cpus.join(",")} is available`;
 }
 
 async function main(): Promise<void> {
@@ -111,15 +116,20 @@ async function main(): Promise<void> {
     name: "direct",
     target: { url: `${url}/v1/chat/completions`, headers: {}, body: requestBody("bench") },
   });
-  const guard = await startGuard(PORTS.guard, fast.url);
-  const pacedGuard = await startGuard(PORTS.pacedGuard, paced.url);
-  running.push(guard.process, pacedGuard.process);
-  const fastTargets: Target[] = [direct(fast.url), { name: "guard", target: guard.target, proxy: guard.pid }];
-  const pacedTargets: Target[] = [
-    direct(paced.url),
-    { name: "guard", target: pacedGuard.target, proxy: pacedGuard.pid },
-  ];
-  const proxies = [guard.pid];
+  const fastTargets: Target[] = [direct(fast.url)];
+  const pacedTargets: Target[] = [direct(paced.url)];
+  const proxies: number[] = [];
+  let port = PORTS.guard;
+  for (const workers of list(values.workers)) {
+    // "guard" is one process; "guard×N" a primary and N workers on one port.
+    const name = workers === 1 ? "guard" : `guard×${workers}`;
+    const guard = await startGuard(port++, fast.url, { workers });
+    const pacedGuard = await startGuard(port++, paced.url, { workers });
+    running.push(guard.process, pacedGuard.process);
+    fastTargets.push({ name, target: guard.target, proxy: guard.pid });
+    pacedTargets.push({ name, target: pacedGuard.target, proxy: pacedGuard.pid });
+    proxies.push(guard.pid);
+  }
   if (values["skip-litellm"]) say("LiteLLM: skipped (--skip-litellm)");
   else {
     say("starting LiteLLM's proxy (the first run installs it into its own venv)...");
@@ -155,7 +165,7 @@ async function main(): Promise<void> {
   else {
     const all = currentCpus();
     say(
-      `\nPINNED (taskset): load generator and upstream on CPU ${cpus[0]}, the proxy alone on CPU ${cpus[1]} (as beside a GPU server)`,
+      `\nPINNED (taskset): load generator and upstream on CPU ${cpus[0]}, the proxy on CPU ${cpus[1]} (as beside a GPU server)`,
     );
     say(HEADER);
     // The load generator is this process: pinning it in place (all its threads, `taskset -a`)
@@ -174,7 +184,7 @@ async function main(): Promise<void> {
   say(HEADER);
   for (const row of shared) say(formatRow(row));
   if (pinned.length > 0) {
-    say(`\nPINNED: load generator + upstream on one core, proxy on its own core`);
+    say(`\nPINNED: load generator + upstream on one core, the proxy on the others`);
     say(HEADER);
     for (const row of pinned) say(formatRow(row));
   }

@@ -5,13 +5,12 @@ import { fileURLToPath } from "node:url";
 import { httpOk, type RunningProcess, spawnProcess } from "@bridle/testkit";
 import type { LoadTarget } from "./load.ts";
 
-/** The benchmark's ports (see the task's port range). */
+/** The benchmark's ports (see the task's port range); guards with more workers take the next ones. */
 export const PORTS = {
   upstream: 19350,
   pacedUpstream: 19351,
-  guard: 19352,
-  pacedGuard: 19353,
   litellm: 19354,
+  guard: 19355,
 };
 
 /** The answer the scripted upstream (TEST DOUBLE for the model server) streams for every request. */
@@ -49,7 +48,7 @@ export interface BenchGuard {
 export async function startGuard(
   port: number,
   upstreamUrl: string,
-  options: { nodeArgs?: string[] } = {},
+  options: { nodeArgs?: string[]; workers?: number } = {},
 ): Promise<BenchGuard> {
   const url = `http://127.0.0.1:${port}`;
   const proc = await spawnProcess(
@@ -65,9 +64,13 @@ export async function startGuard(
         PORT: String(port),
         UPSTREAM_URL: upstreamUrl,
         GUARD_DATA_DIR: mkdtempSync(join(tmpdir(), "bridle-guard-bench-")),
-        LOG_LEVEL: "warn",
+        LOG_LEVEL: "info",
+        GUARD_WORKERS: String(options.workers ?? 1),
       },
-      ready: () => httpOk(`${url}/healthz`),
+      // Every worker listening (each logs it at info), not only the first.
+      ready: async (output) =>
+        (output.match(/"msg":"listening"/g)?.length ?? 0) >= (options.workers ?? 1) &&
+        (await httpOk(`${url}/healthz`)),
     },
   );
   const res = await fetch(`${url}/admin/sessions`, {

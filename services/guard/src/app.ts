@@ -1,5 +1,5 @@
 import { createApp, httpError, type Logger } from "@bridle/service-kit";
-import type { CaptureStore } from "./capture.ts";
+import type { GuardStore } from "./capture.ts";
 import type { UpstreamClient } from "./proxy/upstream.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { proxyRoutes } from "./routes/proxy.ts";
@@ -7,7 +7,7 @@ import { documentProxyRoutes } from "./routes/proxy-docs.ts";
 
 export interface GuardDeps {
   log: Logger;
-  store: CaptureStore;
+  store: GuardStore;
   upstream: UpstreamClient;
   idleTimeoutMs: number;
   adminToken?: string | undefined;

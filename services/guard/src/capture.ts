@@ -4,11 +4,42 @@ import { join } from "node:path";
 import { CaptureRecord, Session, type SessionRegistration } from "@bridle/contracts";
 
 /**
+ * What the guard's routes need of sessions and captures. `CaptureStore` holds them in this process;
+ * with several guard processes (GUARD_WORKERS > 1), each worker holds a `WorkerStore` that asks the
+ * primary process, the one owner of the data folder (see cluster.ts).
+ */
+export interface GuardStore {
+  /** The session of an API key, when this process already knows it (the hot path: no waiting). */
+  sessionByKey(key: string): Session | undefined;
+  /** The session of an API key, asking the owner of the sessions when this process does not know it. */
+  lookupKey(key: string): Promise<Session | undefined>;
+  session(id: string): Promise<Session | undefined>;
+  /** Registers a session; undefined when its API key is already taken. */
+  register(input: SessionRegistration & { apiKey: string; id: string }): Promise<Session | undefined>;
+  /** Calls recorded and tool calls blocked, counting every call whose answer has ended. */
+  counts(id: string): Promise<{ calls: number; blocked: number }>;
+  /** Queues one call's record; it is numbered and written in completion order. */
+  append(record: CaptureRecord): Promise<void>;
+  /** Every record of a call whose answer has ended, in order. */
+  records(id: string): Promise<CaptureRecord[]>;
+  writeTrajectory(id: string, trajectory: unknown): Promise<string>;
+  close(): Promise<void>;
+}
+
+/** A record as its JSONL line without `seq`, and how many of its tool calls were blocked. */
+export function serializeRecord(record: CaptureRecord): { json: string; blocked: number } {
+  const { seq: _seq, ...rest } = record;
+  let blocked = 0;
+  for (const call of record.toolCalls) if (call.decision === "block") blocked++;
+  return { json: JSON.stringify(rest), blocked };
+}
+
+/**
  * Sessions and their captures on disk, under the data folder:
  * `sessions/<id>/session.json` and `sessions/<id>/calls.jsonl` (one record per model call,
  * appended when the call completes). Sessions survive a restart of the guard.
  */
-export class CaptureStore {
+export class CaptureStore implements GuardStore {
   private readonly byKey = new Map<string, Session>();
   private readonly byId = new Map<string, Session>();
   private readonly seq = new Map<string, number>();
@@ -41,14 +72,22 @@ export class CaptureStore {
     return this.byId.size;
   }
 
-  async register(input: SessionRegistration & { apiKey: string; id: string }): Promise<Session> {
-    if (this.byKey.has(input.apiKey)) throw new Error("a session with this API key already exists");
+  async register(input: SessionRegistration & { apiKey: string; id: string }): Promise<Session | undefined> {
+    if (this.byKey.has(input.apiKey)) return undefined;
     const session: Session = { ...input, createdAt: new Date().toISOString() };
-    const dir = join(this.dataDir, "sessions", session.id);
-    await mkdir(dir, { recursive: true });
-    await writeFile(join(dir, "session.json"), `${JSON.stringify(session, null, 2)}\n`);
+    // Taken at once, so two registrations of one key cannot both pass the check while writing.
     this.remember(session);
     this.seq.set(session.id, 0);
+    const dir = join(this.dataDir, "sessions", session.id);
+    try {
+      await mkdir(dir, { recursive: true });
+      await writeFile(join(dir, "session.json"), `${JSON.stringify(session, null, 2)}\n`);
+    } catch (err) {
+      this.byKey.delete(session.apiKey);
+      this.byId.delete(session.id);
+      this.seq.delete(session.id);
+      throw err;
+    }
     return session;
   }
 
@@ -61,22 +100,30 @@ export class CaptureStore {
     return this.byKey.get(key);
   }
 
-  session(id: string): Session | undefined {
+  async lookupKey(key: string): Promise<Session | undefined> {
+    return this.byKey.get(key);
+  }
+
+  async session(id: string): Promise<Session | undefined> {
     return this.byId.get(id);
   }
 
-  counts(id: string): { calls: number; blocked: number } {
+  async counts(id: string): Promise<{ calls: number; blocked: number }> {
     return { calls: this.seq.get(id) ?? 0, blocked: this.blocked.get(id) ?? 0 };
   }
 
   /** Appends one call's record, numbering it in completion order. */
   append(record: CaptureRecord): Promise<void> {
-    const id = record.sessionId;
+    const { json, blocked } = serializeRecord(record);
+    return this.appendSerialized(record.sessionId, json, blocked);
+  }
+
+  /** Appends a record already serialized (`serializeRecord`), numbering it in completion order. */
+  appendSerialized(id: string, json: string, blocked: number): Promise<void> {
     const seq = this.seq.get(id) ?? 0;
     this.seq.set(id, seq + 1);
-    const blocked = record.toolCalls.filter((c) => c.decision === "block").length;
     this.blocked.set(id, (this.blocked.get(id) ?? 0) + blocked);
-    const line = `${JSON.stringify({ ...record, seq })}\n`;
+    const line = `{"seq":${seq},${json.slice(1)}\n`;
     const file = join(this.dataDir, "sessions", id, "calls.jsonl");
     const stream = this.stream(id, file);
     const next = new Promise<void>((resolve, reject) => {

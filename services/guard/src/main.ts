@@ -1,32 +1,47 @@
+import cluster from "node:cluster";
 import { resolve } from "node:path";
 import { createLogger, orExit } from "@bridle/service-kit";
 import { createGuardApp } from "./app.ts";
-import { CaptureStore } from "./capture.ts";
+import { CaptureStore, type GuardStore } from "./capture.ts";
+import { runPrimary, WorkerStore } from "./cluster.ts";
 import { loadGuardEnv } from "./env.ts";
 import { UpstreamClient } from "./proxy/upstream.ts";
 import { createGuardServer, listen } from "./server.ts";
 
 const env = orExit(loadGuardEnv);
-const log = createLogger("guard", env.LOG_LEVEL);
-const store = new CaptureStore(resolve(env.GUARD_DATA_DIR));
-const sessions = await store.load();
-log.info({ dataDir: store.dataDir, sessions, upstream: env.UPSTREAM_URL }, "sessions loaded");
-const upstream = new UpstreamClient(env.UPSTREAM_URL, env.UPSTREAM_TIMEOUT_MS);
-const deps = {
-  store,
-  capture: store,
-  upstream,
-  log,
-  idleTimeoutMs: env.UPSTREAM_IDLE_TIMEOUT_MS,
-  maxTokensCap: env.MAX_TOKENS_CAP,
-};
-const app = createGuardApp({
-  ...deps,
-  adminToken: env.GUARD_ADMIN_TOKEN,
-  bodyLimitBytes: env.BODY_LIMIT_BYTES,
-});
-const server = createGuardServer(app, deps, log, env.BODY_LIMIT_BYTES);
-listen(server, env.HOST, env.PORT, log, async () => {
-  upstream.close();
-  await store.close();
-});
+const root = createLogger("guard", env.LOG_LEVEL);
+const dataDir = resolve(env.GUARD_DATA_DIR);
+
+if (env.GUARD_WORKERS > 1 && cluster.isPrimary) {
+  // Owns sessions and captures; the workers serve (see cluster.ts).
+  await runPrimary({ workers: env.GUARD_WORKERS, dataDir, log: root });
+} else {
+  const log = cluster.isWorker ? root.child({ worker: cluster.worker!.id }) : root;
+  let store: GuardStore;
+  if (cluster.isWorker) store = new WorkerStore();
+  else {
+    const local = new CaptureStore(dataDir);
+    const sessions = await local.load();
+    log.info({ dataDir, sessions, upstream: env.UPSTREAM_URL }, "sessions loaded");
+    store = local;
+  }
+  const upstream = new UpstreamClient(env.UPSTREAM_URL, env.UPSTREAM_TIMEOUT_MS);
+  const deps = {
+    store,
+    capture: store,
+    upstream,
+    log,
+    idleTimeoutMs: env.UPSTREAM_IDLE_TIMEOUT_MS,
+    maxTokensCap: env.MAX_TOKENS_CAP,
+  };
+  const app = createGuardApp({
+    ...deps,
+    adminToken: env.GUARD_ADMIN_TOKEN,
+    bodyLimitBytes: env.BODY_LIMIT_BYTES,
+  });
+  const server = createGuardServer(app, deps, log, env.BODY_LIMIT_BYTES);
+  listen(server, env.HOST, env.PORT, log, async () => {
+    upstream.close();
+    await store.close();
+  });
+}

@@ -12,6 +12,10 @@ export interface GuardHarness {
   guardUrl: string;
   upstreamUrl: string;
   dataDir: string;
+  /** The guard's process id (the primary, with GUARD_WORKERS > 1). */
+  pid: number;
+  /** What the guard has logged so far (its last 20,000 characters). */
+  output(): string;
   setScript(turns: unknown[]): Promise<void>;
   upstreamRequests(): Promise<Record<string, unknown>[]>;
   register(input: Partial<SessionRegistration> & { instruction: string }): Promise<SessionCreated>;
@@ -22,11 +26,16 @@ export interface GuardHarness {
 export async function startGuard(
   port: number,
   env: Record<string, string> = {},
-  options: { upstreamUrl?: string } = {},
+  options: {
+    upstreamUrl?: string;
+    dataDir?: string;
+    /** Ready also needs this of the guard's output (healthz answering is always needed). */
+    ready?: (output: string) => boolean;
+  } = {},
 ): Promise<GuardHarness> {
   const upstream = options.upstreamUrl ? undefined : await spawnScriptedUpstream([{ text: "ready" }]);
   const upstreamUrl = options.upstreamUrl ?? upstream!.url;
-  const dataDir = mkdtempSync(join(tmpdir(), "bridle-guard-test-"));
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "bridle-guard-test-"));
   const guardUrl = `http://127.0.0.1:${port}`;
   let guard: RunningProcess;
   try {
@@ -38,7 +47,7 @@ export async function startGuard(
         LOG_LEVEL: "warn",
         ...env,
       },
-      ready: () => httpOk(`${guardUrl}/healthz`),
+      ready: async (output) => (options.ready?.(output) ?? true) && (await httpOk(`${guardUrl}/healthz`)),
     });
   } catch (err) {
     await upstream?.stop();
@@ -48,6 +57,8 @@ export async function startGuard(
     guardUrl,
     upstreamUrl,
     dataDir,
+    pid: guard.child.pid!,
+    output: () => guard.output(),
     async setScript(turns) {
       const res = await fetch(`${upstreamUrl}/_scripted/script`, {
         method: "PUT",

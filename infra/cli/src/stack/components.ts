@@ -122,6 +122,7 @@ export function stackComponents(config: StackConfig): Component[] {
         GUARD_DATA_DIR: join(config.data, "guard"),
         // Harnesses ask for up to 128K new tokens; the served model's context is far smaller.
         MAX_TOKENS_CAP: String(config.maxTokens),
+        GUARD_WORKERS: String(config.guardWorkers),
       },
       ports: [{ port: ports.guard, setting: "BRIDLE_PORT_BASE" }],
       health: { kind: "http", url: `${url(ports.guard)}/healthz` },

@@ -38,6 +38,13 @@ export const StackEnv = z.object({
     .max(1_000_000)
     .default(512)
     .describe("Cap on new tokens per model call"),
+  BRIDLE_GUARD_WORKERS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(64)
+    .default(1)
+    .describe("Guard processes on its one port; more beside a GPU server running hundreds of rollouts"),
   BRIDLE_API_TOKEN: z.string().min(16).optional(),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
@@ -68,6 +75,7 @@ export interface StackConfig {
   maxLoras: number;
   maxLoraRank: number;
   maxTokens: number;
+  guardWorkers: number;
   apiToken: string | undefined;
   logLevel: string;
   dirs: { logs: string; run: string; temporal: string };
@@ -103,6 +111,7 @@ export function loadStackConfig(source: Record<string, string | undefined> = pro
     maxLoras: env.BRIDLE_VLLM_MAX_LORAS,
     maxLoraRank: env.BRIDLE_VLLM_MAX_LORA_RANK,
     maxTokens: env.BRIDLE_MAX_TOKENS,
+    guardWorkers: env.BRIDLE_GUARD_WORKERS,
     apiToken: env.BRIDLE_API_TOKEN,
     logLevel: env.LOG_LEVEL,
     dirs: { logs: join(data, "logs"), run: join(data, "run"), temporal: join(data, "temporal") },

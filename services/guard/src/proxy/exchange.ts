@@ -1,6 +1,6 @@
 import type { CapturedToolCall, CaptureRecord, Session } from "@bridle/contracts";
 import type { Logger } from "@bridle/service-kit";
-import type { CaptureStore } from "../capture.ts";
+import type { GuardStore } from "../capture.ts";
 import { contextFor, judgeCall, type RawToolCall } from "./judge.ts";
 import { type Cancel, readAll, readSse, type UpstreamClient } from "./upstream.ts";
 
@@ -21,7 +21,7 @@ export interface Sink {
 
 export interface ExchangeDeps {
   upstream: UpstreamClient;
-  capture: CaptureStore;
+  capture: GuardStore;
   log: Logger;
   idleTimeoutMs: number;
 }

@@ -1,5 +1,5 @@
 import type { Logger } from "@bridle/service-kit";
-import type { CaptureStore } from "../capture.ts";
+import type { GuardStore } from "../capture.ts";
 import { toOpenAIRequest } from "./anthropic-request.ts";
 import { AnthropicCollector, AnthropicStreamWriter } from "./anthropic-response.ts";
 import { type ExchangeDeps, openExchange } from "./exchange.ts";
@@ -8,7 +8,7 @@ import { OpenAICollector, OpenAIStreamWriter } from "./openai.ts";
 import { Cancel, UpstreamError } from "./upstream.ts";
 
 export interface ProxyDeps extends ExchangeDeps {
-  store: CaptureStore;
+  store: GuardStore;
   /** Clamp for `max_tokens` (harnesses ask for more than small served models allow). */
   maxTokensCap?: number | undefined;
 }
@@ -34,7 +34,7 @@ export async function handleProxyCall(
   text: string,
 ): Promise<ProxyOutcome> {
   try {
-    const session = sessionOf(header, deps.store);
+    const session = await sessionOf(header, deps.store);
     const body = parseJsonBody(text);
     const request = api === "openai" ? openAIRequest(body) : toOpenAIRequest(body);
     if (deps.maxTokensCap) capMaxTokens(request, deps.maxTokensCap);

@@ -1,5 +1,5 @@
 import type { Session } from "@bridle/contracts";
-import type { CaptureStore } from "../capture.ts";
+import type { GuardStore } from "../capture.ts";
 import { type Cancel, UpstreamError } from "./upstream.ts";
 
 /** An error to render in the calling API's own error format. */
@@ -20,7 +20,7 @@ export type Api = "openai" | "anthropic";
 export type HeaderGetter = (name: string) => string | undefined;
 
 /** The session named by the API key the harness sent (`Authorization: Bearer` or `x-api-key`). */
-export function sessionOf(header: HeaderGetter, store: CaptureStore): Session {
+export async function sessionOf(header: HeaderGetter, store: GuardStore): Promise<Session> {
   const bearer = /^Bearer\s+(.+)$/i.exec(header("authorization") ?? "")?.[1];
   const key = bearer ?? header("x-api-key");
   if (!key) {
@@ -30,7 +30,8 @@ export function sessionOf(header: HeaderGetter, store: CaptureStore): Session {
       "No API key: send the session key as `Authorization: Bearer <key>` or `x-api-key`",
     );
   }
-  const session = store.sessionByKey(key.trim());
+  const trimmed = key.trim();
+  const session = store.sessionByKey(trimmed) ?? (await store.lookupKey(trimmed));
   if (!session) {
     throw new ProxyError(
       401,

@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { ErrorBody, SessionCreated, SessionRegistration, SessionView, Trajectory } from "@bridle/contracts";
 import { createRouter, httpError } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
-import type { CaptureStore } from "../capture.ts";
+import type { GuardStore } from "../capture.ts";
 import { stitch } from "../trajectory.ts";
 
 const errors = {
@@ -12,9 +12,9 @@ const errors = {
 const IdParam = z.object({ id: z.string().min(1) });
 
 /** Session registration and trajectories: `/admin/sessions`. */
-export function adminRoutes(store: CaptureStore) {
-  const sessionOr404 = (id: string) => {
-    const session = store.session(id);
+export function adminRoutes(store: GuardStore) {
+  const sessionOr404 = async (id: string) => {
+    const session = await store.session(id);
     if (!session) throw httpError(404, "not_found", `No guard session ${id}`);
     return session;
   };
@@ -39,9 +39,8 @@ export function adminRoutes(store: CaptureStore) {
       async (c) => {
         const input = c.req.valid("json");
         const apiKey = input.apiKey ?? `bridle-${randomBytes(18).toString("base64url")}`;
-        if (store.sessionByKey(apiKey))
-          throw httpError(409, "conflict", "A session with this API key already exists");
         const session = await store.register({ ...input, apiKey, id: randomUUID() });
+        if (!session) throw httpError(409, "conflict", "A session with this API key already exists");
         c.get("log").info(
           { sessionId: session.id, adapter: session.adapter, mode: session.mode },
           "session registered",
@@ -60,9 +59,9 @@ export function adminRoutes(store: CaptureStore) {
           404: errors[404],
         },
       }),
-      (c) => {
-        const { apiKey: _key, ...session } = sessionOr404(c.req.valid("param").id);
-        return c.json({ ...session, ...store.counts(session.id) }, 200);
+      async (c) => {
+        const { apiKey: _key, ...session } = await sessionOr404(c.req.valid("param").id);
+        return c.json({ ...session, ...(await store.counts(session.id)) }, 200);
       },
     )
     .openapi(
@@ -77,7 +76,7 @@ export function adminRoutes(store: CaptureStore) {
         },
       }),
       async (c) => {
-        const session = sessionOr404(c.req.valid("param").id);
+        const session = await sessionOr404(c.req.valid("param").id);
         const trajectory = stitch(session, await store.records(session.id));
         await store.writeTrajectory(session.id, trajectory);
         return c.json(trajectory, 200);

@@ -25,9 +25,9 @@ export function proxyRoutes(deps: ProxyDeps, log: Logger) {
 
   app.post("/v1/chat/completions", (c) => handle("openai", c));
   app.post("/v1/messages", (c) => handle("anthropic", c));
-  app.get("/v1/models", (c) => {
+  app.get("/v1/models", async (c) => {
     try {
-      const session = sessionOf((name) => c.req.header(name), deps.store);
+      const session = await sessionOf((name) => c.req.header(name), deps.store);
       return c.json({
         object: "list",
         data: [

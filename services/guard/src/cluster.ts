@@ -1,0 +1,303 @@
+import cluster, { type Worker } from "node:cluster";
+import type { CaptureRecord, Session, SessionRegistration } from "@bridle/contracts";
+import type { Logger } from "@bridle/service-kit";
+import { CaptureStore, type GuardStore, serializeRecord } from "./capture.ts";
+
+/**
+ * Several guard processes on one port (GUARD_WORKERS > 1). One core of guard carries about a
+ * thousand fast answers a second; beside a GPU server with hundreds of concurrent rollouts that is
+ * not enough, so the proxy runs in N worker processes (node:cluster hands each new connection to
+ * the next worker) and a primary process owns what must be one: the sessions and the capture
+ * files. Workers cache sessions (they never change once registered) and send each call's record
+ * to the primary as a ready JSONL line, so the primary numbers and writes records but parses
+ * nothing. A read of a session's counts or records first makes every worker answer a barrier
+ * message: a worker sends a record before it ends the answer to the harness, and messages on one
+ * channel stay in order, so every call the harness has seen end is counted.
+ */
+
+type Op = "lookupKey" | "session" | "register" | "counts" | "records" | "writeTrajectory";
+
+/** Worker to primary. */
+type Up =
+  | { t: "call"; id: number; op: Op; args: unknown[] }
+  | { t: "append"; records: Serialized[] }
+  | { t: "barrier"; n: number };
+/** One record as a JSONL line without `seq` (see serializeRecord). */
+interface Serialized {
+  sessionId: string;
+  json: string;
+  blocked: number;
+}
+/** Primary to worker. */
+type Down =
+  | { t: "reply"; id: number; ok: true; value: unknown }
+  | { t: "reply"; id: number; ok: false; message: string }
+  | { t: "barrier"; n: number };
+
+/** A worker that dies within its first moments, or this many times a minute, stops the guard. */
+const MAX_RESTARTS_PER_MINUTE = 10;
+const BARRIER_TIMEOUT_MS = 5_000;
+
+/**
+ * The primary: loads the sessions, forks the workers, answers their calls, replaces a worker that
+ * dies, and on SIGTERM/SIGINT stops them all before closing the capture files.
+ */
+export async function runPrimary(options: { workers: number; dataDir: string; log: Logger }): Promise<void> {
+  const { log } = options;
+  const store = new CaptureStore(options.dataDir);
+  const sessions = await store.load();
+  log.info({ dataDir: store.dataDir, sessions, workers: options.workers }, "sessions loaded");
+
+  const listened = new Set<number>();
+  const restarts: number[] = [];
+  const barriers = new Map<number, { left: Set<number>; finish: () => void }>();
+  let barrierSeq = 0;
+  let stopping = false;
+
+  const live = () => Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w?.isConnected());
+
+  /** Resolves once every live worker has answered (or died, or 5 s passed). */
+  const barrier = () =>
+    new Promise<void>((resolve) => {
+      const workers = live();
+      if (workers.length === 0) return resolve();
+      const n = ++barrierSeq;
+      const left = new Set(workers.map((w) => w.id));
+      const timer = setTimeout(() => {
+        log.warn({ waitingFor: [...left] }, "workers did not answer a barrier within 5 s");
+        finish();
+      }, BARRIER_TIMEOUT_MS);
+      const finish = () => {
+        clearTimeout(timer);
+        barriers.delete(n);
+        resolve();
+      };
+      barriers.set(n, { left, finish });
+      for (const w of workers)
+        w.send({ t: "barrier", n } satisfies Down, (err: Error | null) => err && arrived(w.id, n));
+    });
+  const arrived = (worker: number, n: number) => {
+    const b = barriers.get(n);
+    if (!b) return;
+    b.left.delete(worker);
+    if (b.left.size === 0) b.finish();
+  };
+
+  const ops: Record<Op, (...args: never[]) => Promise<unknown>> = {
+    lookupKey: (key: string) => store.lookupKey(key),
+    session: (id: string) => store.session(id),
+    register: (input: SessionRegistration & { apiKey: string; id: string }) => store.register(input),
+    counts: async (id: string) => {
+      await barrier();
+      return store.counts(id);
+    },
+    records: async (id: string) => {
+      await barrier();
+      return store.records(id);
+    },
+    writeTrajectory: (id: string, trajectory: unknown) => store.writeTrajectory(id, trajectory),
+  };
+
+  const onMessage = (worker: Worker, message: Up) => {
+    if (message.t === "append") {
+      for (const { sessionId, json, blocked } of message.records) {
+        store
+          .appendSerialized(sessionId, json, blocked)
+          .catch((err: unknown) => log.error({ err, sessionId }, "capture write failed"));
+      }
+    } else if (message.t === "barrier") {
+      arrived(worker.id, message.n);
+    } else if (message.t === "call") {
+      const op = ops[message.op] as ((...args: unknown[]) => Promise<unknown>) | undefined;
+      const reply = (down: Down) => {
+        // The worker died while waiting: nobody to answer.
+        if (worker.isConnected()) worker.send(down, () => undefined);
+      };
+      if (!op)
+        return reply({ t: "reply", id: message.id, ok: false, message: `unknown operation ${message.op}` });
+      op(...message.args).then(
+        (value) => reply({ t: "reply", id: message.id, ok: true, value }),
+        (err: unknown) =>
+          reply({
+            t: "reply",
+            id: message.id,
+            ok: false,
+            message: err instanceof Error ? err.message : String(err),
+          }),
+      );
+    }
+  };
+
+  const fork = () => {
+    const worker = cluster.fork();
+    worker.on("message", (message: Up) => onMessage(worker, message));
+  };
+
+  const shutdown = async (code: number) => {
+    if (stopping) return;
+    stopping = true;
+    const workers = live();
+    await Promise.all(
+      workers.map(
+        (w) =>
+          new Promise<void>((resolve) => {
+            if (w.isDead()) return resolve();
+            const kill = setTimeout(() => w.process.kill("SIGKILL"), 6_000);
+            w.once("exit", () => {
+              clearTimeout(kill);
+              resolve();
+            });
+            w.process.kill("SIGTERM");
+          }),
+      ),
+    );
+    await store.close();
+    process.exit(code);
+  };
+
+  cluster.on("listening", (worker) => listened.add(worker.id));
+  cluster.on("exit", (worker, code, signal) => {
+    for (const [n] of barriers) arrived(worker.id, n);
+    if (stopping) return;
+    if (!listened.has(worker.id)) {
+      // It never served: a taken port or a bad setting, which every replacement would hit too.
+      log.fatal({ worker: worker.id, code, signal }, "a guard worker exited before it could serve; stopping");
+      return void shutdown(1);
+    }
+    const now = Date.now();
+    restarts.push(now);
+    while (restarts.length > 0 && restarts[0]! < now - 60_000) restarts.shift();
+    if (restarts.length > MAX_RESTARTS_PER_MINUTE) {
+      log.fatal({ restarts: restarts.length }, "guard workers keep dying; stopping");
+      return void shutdown(1);
+    }
+    log.error({ worker: worker.id, code, signal }, "a guard worker died; starting another");
+    fork();
+  });
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    process.on(signal, () => {
+      log.info({ signal }, "shutting down");
+      void shutdown(0);
+    });
+  }
+
+  // Records and session lookups cross as structured clones, not JSON text.
+  cluster.setupPrimary({ serialization: "advanced" });
+  for (let i = 0; i < options.workers; i++) fork();
+}
+
+/**
+ * A worker's view of the sessions and captures, all owned by the primary. Session lookups are
+ * cached (a session never changes once registered); records go up without waiting for an answer,
+ * those of calls that end together in one message.
+ */
+export class WorkerStore implements GuardStore {
+  private readonly byKey = new Map<string, Session>();
+  private readonly pending = new Map<
+    number,
+    { resolve: (value: unknown) => void; reject: (err: Error) => void }
+  >();
+  private nextId = 0;
+  /** Records not sent yet, and those waiting for them to be sent. */
+  private batch: Serialized[] = [];
+  private batchSent: { resolve: () => void; reject: (err: Error) => void }[] = [];
+  private static readonly MAX_CACHED = 10_000;
+
+  constructor() {
+    process.on("message", (message: Down) => {
+      if (message.t === "barrier") {
+        // Queued behind every record of a call this worker has ended so far.
+        this.flush();
+        process.send?.({ t: "barrier", n: message.n } satisfies Up);
+      } else if (message.t === "reply") {
+        const waiting = this.pending.get(message.id);
+        if (!waiting) return;
+        this.pending.delete(message.id);
+        if (message.ok) waiting.resolve(message.value);
+        else waiting.reject(new Error(message.message));
+      }
+    });
+    process.on("disconnect", () => {
+      for (const waiting of this.pending.values())
+        waiting.reject(new Error("the guard's primary process is gone"));
+      this.pending.clear();
+    });
+  }
+
+  private call<T>(op: Op, ...args: unknown[]): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const id = ++this.nextId;
+      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      this.send({ t: "call", id, op, args }, (err) => {
+        if (!err) return;
+        this.pending.delete(id);
+        reject(err);
+      });
+    });
+  }
+
+  private send(message: Up, done: (err: Error | null) => void): void {
+    if (!process.connected || !process.send) done(new Error("the guard's primary process is gone"));
+    else process.send(message, undefined, {}, done);
+  }
+
+  private remember(session: Session): Session {
+    if (this.byKey.size >= WorkerStore.MAX_CACHED) this.byKey.delete(this.byKey.keys().next().value!);
+    this.byKey.set(session.apiKey, session);
+    return session;
+  }
+
+  sessionByKey(key: string): Session | undefined {
+    return this.byKey.get(key);
+  }
+
+  async lookupKey(key: string): Promise<Session | undefined> {
+    const session = this.byKey.get(key) ?? (await this.call<Session | undefined>("lookupKey", key));
+    return session && this.remember(session);
+  }
+
+  session(id: string): Promise<Session | undefined> {
+    return this.call("session", id);
+  }
+
+  async register(input: SessionRegistration & { apiKey: string; id: string }): Promise<Session | undefined> {
+    const session = await this.call<Session | undefined>("register", input);
+    return session && this.remember(session);
+  }
+
+  counts(id: string): Promise<{ calls: number; blocked: number }> {
+    return this.call("counts", id);
+  }
+
+  append(record: CaptureRecord): Promise<void> {
+    const { json, blocked } = serializeRecord(record);
+    // Sent at the end of this turn of the event loop, or sooner when a barrier comes (see flush's
+    // callers): append runs before the answer ends, so a barrier never overtakes it.
+    if (this.batch.length === 0) setImmediate(() => this.flush());
+    this.batch.push({ sessionId: record.sessionId, json, blocked });
+    return new Promise((resolve, reject) => this.batchSent.push({ resolve, reject }));
+  }
+
+  private flush(): void {
+    if (this.batch.length === 0) return;
+    const records = this.batch;
+    const waiting = this.batchSent;
+    this.batch = [];
+    this.batchSent = [];
+    this.send({ t: "append", records }, (err) => {
+      for (const w of waiting) err ? w.reject(err) : w.resolve();
+    });
+  }
+
+  records(id: string): Promise<CaptureRecord[]> {
+    return this.call("records", id);
+  }
+
+  writeTrajectory(id: string, trajectory: unknown): Promise<string> {
+    return this.call("writeTrajectory", id, trajectory);
+  }
+
+  async close(): Promise<void> {
+    // Nothing of its own to close: the primary owns the files.
+  }
+}

@@ -1,7 +1,8 @@
 /**
  * The guard's benchmark: a local upstream (the scripted TEST DOUBLE for vLLM) streams a canned
  * completion with tool calls as fast as it can; the same load runs directly against it, through
- * the guard, and through LiteLLM's proxy, at 1, 64 and 256 concurrent streams. A shorter scenario
+ * the guard, and through LiteLLM's proxy, at 1, 64 and 256 concurrent streams; and, as the floor
+ * under any Node proxy, through a byte pipe that parses nothing (bench/passthrough.ts). A shorter scenario
  * paces the upstream at 5 ms per chunk, as a model generating tokens would. Figures are printed
  * side by side, as ratios to the direct connection measured in this run, with the CPU time each
  * process spent per answer (from /proc), so the proxy's own cost reads apart from CPU contention.
@@ -20,7 +21,7 @@ import { currentCpus, pin, settle, tasksetAvailable } from "./cpu.ts";
 import { LITELLM_KEY, startLiteLLM } from "./litellm.ts";
 import { type LoadTarget, runLoad } from "./load.ts";
 import { formatRow, HEADER, type Row, verdicts } from "./report.ts";
-import { canned, PORTS, requestBody, startGuard } from "./setup.ts";
+import { canned, PORTS, requestBody, startGuard, startPassthrough } from "./setup.ts";
 
 const { values } = parseArgs({
   // pnpm passes a literal `--` through to the script.
@@ -116,9 +117,11 @@ async function main(): Promise<void> {
     name: "direct",
     target: { url: `${url}/v1/chat/completions`, headers: {}, body: requestBody("bench") },
   });
-  const fastTargets: Target[] = [direct(fast.url)];
+  const pipe = await startPassthrough(PORTS.passthrough, fast.url);
+  running.push(pipe.process);
+  const fastTargets: Target[] = [direct(fast.url), { name: "pipe", target: pipe.target, proxy: pipe.pid }];
   const pacedTargets: Target[] = [direct(paced.url)];
-  const proxies: number[] = [];
+  const proxies: number[] = [pipe.pid];
   let port = PORTS.guard;
   for (const workers of list(values.workers)) {
     // "guard" is one process; "guard×N" a primary and N workers on one port.

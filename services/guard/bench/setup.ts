@@ -10,7 +10,8 @@ export const PORTS = {
   upstream: 19350,
   pacedUpstream: 19351,
   litellm: 19354,
-  guard: 19355,
+  passthrough: 19355,
+  guard: 19356,
 };
 
 /** The answer the scripted upstream (TEST DOUBLE for the model server) streams for every request. */
@@ -36,6 +37,28 @@ export const requestBody = (model: string) =>
     messages: [{ role: "user", content: "Fix the date formatter in src/dates.py." }],
     tools,
   });
+
+/** The byte-pipe proxy (bench/passthrough.ts) in front of `upstreamUrl`: the floor for any Node proxy. */
+export async function startPassthrough(port: number, upstreamUrl: string): Promise<BenchGuard> {
+  const proc = await spawnProcess(
+    process.execPath,
+    [
+      "--import",
+      "tsx",
+      fileURLToPath(new URL("./passthrough.ts", import.meta.url)),
+      "--port",
+      String(port),
+      "--upstream",
+      upstreamUrl,
+    ],
+    { ready: () => httpOk(`http://127.0.0.1:${port}/healthz`) },
+  );
+  return {
+    process: proc,
+    pid: proc.child.pid!,
+    target: { url: `http://127.0.0.1:${port}/v1/chat/completions`, headers: {}, body: requestBody("bench") },
+  };
+}
 
 /** A guard process started for the benchmark, with one registered session to send load through. */
 export interface BenchGuard {

@@ -7,8 +7,9 @@ import { type GuardHarness, openaiTools, startGuard } from "./test-support.ts";
 
 /**
  * The guard as one primary and two worker processes (GUARD_WORKERS=2) in front of the scripted
- * upstream (TEST DOUBLE for vLLM). Every request here goes on a connection of its own, so
- * node:cluster hands consecutive requests to different workers.
+ * upstream (TEST DOUBLE for vLLM). Every request here goes on a connection of its own, and the
+ * guard runs with Node's round-robin scheduling (NODE_CLUSTER_SCHED_POLICY=rr) instead of its
+ * default, the kernel's choice, so that consecutive connections go to alternate workers for sure.
  */
 
 interface Answer {
@@ -118,7 +119,7 @@ describe("guard with two worker processes", () => {
     // Info logs say when each worker listens: the first one serves before the second is up.
     h = await startGuard(
       19341,
-      { GUARD_WORKERS: "2", LOG_LEVEL: "info" },
+      { GUARD_WORKERS: "2", LOG_LEVEL: "info", NODE_CLUSTER_SCHED_POLICY: "rr" },
       { ready: (out) => listening(out).size === 2 },
     );
     await h.setScript([TURN]);
@@ -200,6 +201,34 @@ describe("guard with two worker processes", () => {
     h = await startGuard(19342, {}, { dataDir: h.dataDir });
     expect(await view()).toEqual(expect.objectContaining({ calls, blocked: calls }));
   }, 30_000);
+
+  it("with its default scheduling (the kernel's), serves concurrent calls on many connections", async () => {
+    const g = await startGuard(19344, { GUARD_WORKERS: "2" });
+    try {
+      await g.setScript([TURN]);
+      const { id, apiKey: key } = await g.register({ instruction: INSTRUCTION });
+      const answers = await Promise.all(
+        Array.from({ length: 12 }, (_, i) =>
+          send(
+            `${g.guardUrl}/v1/chat/completions`,
+            "POST",
+            {
+              model: "x",
+              stream: i % 2 === 0,
+              messages: [{ role: "user", content: INSTRUCTION }],
+              tools: openaiTools,
+            },
+            { authorization: `Bearer ${key}` },
+          ),
+        ),
+      );
+      expect(answers.map((a) => a.status)).toEqual(Array(12).fill(200));
+      const counts = JSON.parse((await send(`${g.guardUrl}/admin/sessions/${id}`, "GET")).text) as object;
+      expect(counts).toEqual(expect.objectContaining({ calls: 12, blocked: 12 }));
+    } finally {
+      await g.stop();
+    }
+  }, 60_000);
 
   it("exits with the reason when its port is taken, instead of restarting workers forever", async () => {
     const holder = createServer();

@@ -6,8 +6,8 @@ import { CaptureStore, type GuardStore, serializeRecord } from "./capture.ts";
 /**
  * Several guard processes on one port (GUARD_WORKERS > 1). One core of guard carries about a
  * thousand fast answers a second; beside a GPU server with hundreds of concurrent rollouts that is
- * not enough, so the proxy runs in N worker processes (node:cluster hands each new connection to
- * the next worker) and a primary process owns what must be one: the sessions and the capture
+ * not enough, so the proxy runs in N worker processes sharing one listening socket and a primary
+ * process owns what must be one: the sessions and the capture
  * files. Workers cache sessions (they never change once registered) and send each call's record
  * to the primary as a ready JSONL line, so the primary numbers and writes records but parses
  * nothing. A read of a session's counts or records first makes every worker answer a barrier
@@ -181,6 +181,12 @@ export async function runPrimary(options: { workers: number; dataDir: string; lo
     });
   }
 
+  // The kernel hands each new connection to a worker that is waiting for one: a busy worker takes
+  // fewer. Node's round robin instead queues connections in the primary until the next worker in
+  // turn acknowledges the last one, which under load keeps a burst of new connections (every
+  // rollout of a step starting at once) waiting for seconds. NODE_CLUSTER_SCHED_POLICY=rr still
+  // chooses round robin.
+  if (!process.env.NODE_CLUSTER_SCHED_POLICY) cluster.schedulingPolicy = cluster.SCHED_NONE;
   // Records and session lookups cross as structured clones, not JSON text.
   cluster.setupPrimary({ serialization: "advanced" });
   for (let i = 0; i < options.workers; i++) fork();

@@ -10,11 +10,14 @@
  * Two tables: "shared", where the load generator, the upstream and the proxy compete for all
  * cores; and "pinned" (taskset), where the load generator and the upstream share one core and the
  * proxy has the other cores to itself, as the guard beside a GPU server would. The guard runs once
- * per entry of --workers (GUARD_WORKERS: one process, or a primary and N workers on one port).
+ * per entry of --workers (GUARD_WORKERS: one process, or a primary and N workers on one port);
+ * by default 1 and 2, and on a machine with 5 or more CPUs also as many workers as it can give the
+ * guard besides the load generator and the upstream (at most 4).
  *
  *   pnpm bench [-- --seconds 4 --warmup 2 --levels 1,64,256 --paced-levels 256
  *                  --pinned-levels 1,64,256 --workers 1,2 --skip-litellm]
  */
+import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 import { type RunningProcess, spawnScriptedUpstream } from "@bridle/testkit";
 import { currentCpus, pin, settle, tasksetAvailable } from "./cpu.ts";
@@ -22,6 +25,11 @@ import { LITELLM_KEY, startLiteLLM } from "./litellm.ts";
 import { type LoadTarget, runLoad } from "./load.ts";
 import { formatRow, HEADER, type Row, verdicts } from "./report.ts";
 import { canned, PORTS, requestBody, startGuard, startPassthrough } from "./setup.ts";
+
+function defaultWorkers(): string {
+  const cpus = availableParallelism();
+  return cpus >= 5 ? `1,2,${Math.min(cpus - 2, 4)}` : "1,2";
+}
 
 const { values } = parseArgs({
   // pnpm passes a literal `--` through to the script.
@@ -32,7 +40,7 @@ const { values } = parseArgs({
     levels: { type: "string", default: "1,64,256" },
     "paced-levels": { type: "string", default: "256" },
     "pinned-levels": { type: "string", default: "1,64,256" },
-    workers: { type: "string", default: "1,2" },
+    workers: { type: "string", default: defaultWorkers() },
     "skip-litellm": { type: "boolean", default: false },
   },
 });

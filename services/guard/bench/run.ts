@@ -200,7 +200,9 @@ async function main(): Promise<void> {
     for (const row of pinned) say(formatRow(row));
   }
   say("");
-  say("counted: requests completed inside the measured window; NaN: none completed in it");
+  say(
+    "counted: requests completed inside the measured window (req/s); p50/p99: of the requests started in it; NaN: none",
+  );
   say("CPU ms/answer: user+system CPU of each process over the window / answers completed in it;");
   say(
     "  upstream and proxy from /proc/<pid>/stat, loadgen is this process; proxy answers/s per core = 1000 / proxy ms",

@@ -188,7 +188,8 @@ describe("guard with two worker processes", () => {
 
   it("stops every process on SIGTERM, and a guard restarted on the same data reads the same captures", async () => {
     const workers = workerPids(h.pid);
-    await h.stop();
+    // As a supervisor's signal to the process group does: every process hears it at once.
+    for (const pid of [h.pid, ...workers]) process.kill(pid, "SIGTERM");
     const alive = (pid: number) => {
       try {
         process.kill(pid, 0);
@@ -197,7 +198,10 @@ describe("guard with two worker processes", () => {
         return false;
       }
     };
-    await until("the workers to exit", () => workers.every((pid) => !alive(pid)), 10_000);
+    await until("every process to exit", () => [h.pid, ...workers].every((pid) => !alive(pid)), 10_000);
+    // No worker was started again on the way out.
+    expect(h.output().match(/starting another/g)).toHaveLength(1);
+    await h.stop();
     h = await startGuard(19342, {}, { dataDir: h.dataDir });
     expect(await view()).toEqual(expect.objectContaining({ calls, blocked: calls }));
   }, 30_000);

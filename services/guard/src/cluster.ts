@@ -156,8 +156,7 @@ export async function runPrimary(options: { workers: number; dataDir: string; lo
   };
 
   cluster.on("listening", (worker) => listened.add(worker.id));
-  cluster.on("exit", (worker, code, signal) => {
-    for (const [n] of barriers) arrived(worker.id, n);
+  const replace = (worker: Worker, code: number, signal: string) => {
     if (stopping) return;
     if (!listened.has(worker.id)) {
       // It never served: a taken port or a bad setting, which every replacement would hit too.
@@ -173,6 +172,13 @@ export async function runPrimary(options: { workers: number; dataDir: string; lo
     }
     log.error({ worker: worker.id, code, signal }, "a guard worker died; starting another");
     fork();
+  };
+  cluster.on("exit", (worker, code, signal) => {
+    for (const [n] of barriers) arrived(worker.id, n);
+    // A worker that stopped cleanly was told to (SIGTERM or SIGINT): most often the whole process
+    // group was, this process included, whose handler may not have run yet. Give it a moment.
+    if (code === 0 && !signal) setTimeout(() => replace(worker, code, signal), 1_000);
+    else replace(worker, code, signal);
   });
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     process.on(signal, () => {

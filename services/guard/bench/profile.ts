@@ -11,10 +11,10 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { spawnScriptedUpstream } from "@bridle/testkit";
 import { runLoad } from "./load.ts";
-import { canned, PORTS, startGuard } from "./setup.ts";
+import { canned, PORTS, scriptArgs, startGuard } from "./setup.ts";
 
 const { values } = parseArgs({
-  args: process.argv.slice(2).filter((a) => a !== "--"),
+  args: scriptArgs(),
   options: {
     concurrency: { type: "string", default: "64" },
     seconds: { type: "string", default: "6" },

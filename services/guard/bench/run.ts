@@ -24,7 +24,7 @@ import { currentCpus, pin, settle, tasksetAvailable } from "./cpu.ts";
 import { LITELLM_KEY, startLiteLLM } from "./litellm.ts";
 import { type LoadTarget, runLoad } from "./load.ts";
 import { formatRow, HEADER, type Row, verdicts } from "./report.ts";
-import { canned, PORTS, requestBody, startGuard, startPassthrough } from "./setup.ts";
+import { canned, PORTS, requestBody, scriptArgs, startGuard, startPassthrough } from "./setup.ts";
 
 function defaultWorkers(): string {
   const cpus = availableParallelism();
@@ -32,8 +32,7 @@ function defaultWorkers(): string {
 }
 
 const { values } = parseArgs({
-  // pnpm passes a literal `--` through to the script.
-  args: process.argv.slice(2).filter((a) => a !== "--"),
+  args: scriptArgs(),
   options: {
     seconds: { type: "string", default: "4" },
     warmup: { type: "string", default: "2" },

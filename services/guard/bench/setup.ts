@@ -5,6 +5,9 @@ import { fileURLToPath } from "node:url";
 import { httpOk, type RunningProcess, spawnProcess } from "@bridle/testkit";
 import type { LoadTarget } from "./load.ts";
 
+/** The script's command-line arguments; pnpm passes a literal `--` through to the script. */
+export const scriptArgs = () => process.argv.slice(2).filter((a) => a !== "--");
+
 /** The benchmark's ports (see the task's port range); guards with more workers take the next ones. */
 export const PORTS = {
   upstream: 19350,

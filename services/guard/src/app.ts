@@ -40,7 +40,6 @@ export function createGuardApp(deps: GuardDeps) {
       {
         store: deps.store,
         upstream: deps.upstream,
-        capture: deps.store,
         log: deps.log,
         idleTimeoutMs: deps.idleTimeoutMs,
         maxTokensCap: deps.maxTokensCap,

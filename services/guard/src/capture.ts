@@ -2,6 +2,7 @@ import { createWriteStream, type WriteStream } from "node:fs";
 import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { CaptureRecord, Session, type SessionRegistration } from "@bridle/contracts";
+import type { Logger } from "@bridle/service-kit";
 
 /**
  * What the guard's routes need of sessions and captures. `CaptureStore` holds them in this process;
@@ -52,6 +53,18 @@ export class CaptureStore implements GuardStore {
   private static readonly MAX_OPEN = 128;
 
   constructor(readonly dataDir: string) {}
+
+  /** A store over `dataDir` with the sessions a previous run registered loaded, and logged. */
+  static async open(
+    dataDir: string,
+    log: Logger,
+    context: Record<string, unknown> = {},
+  ): Promise<CaptureStore> {
+    const store = new CaptureStore(dataDir);
+    const sessions = await store.load();
+    log.info({ dataDir, sessions, ...context }, "sessions loaded");
+    return store;
+  }
 
   /** Loads the sessions a previous run registered. */
   async load(): Promise<number> {

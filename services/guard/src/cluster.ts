@@ -7,12 +7,12 @@ import { CaptureStore, type GuardStore, serializeRecord } from "./capture.ts";
  * Several guard processes on one port (GUARD_WORKERS > 1). One core of guard carries about a
  * thousand fast answers a second; beside a GPU server with hundreds of concurrent rollouts that is
  * not enough, so the proxy runs in N worker processes sharing one listening socket and a primary
- * process owns what must be one: the sessions and the capture
- * files. Workers cache sessions (they never change once registered) and send each call's record
- * to the primary as a ready JSONL line, so the primary numbers and writes records but parses
- * nothing. A read of a session's counts or records first makes every worker answer a barrier
- * message: a worker sends a record before it ends the answer to the harness, and messages on one
- * channel stay in order, so every call the harness has seen end is counted.
+ * process owns what must be one: the sessions and the capture files. Workers cache sessions (they
+ * never change once registered) and send each call's record to the primary as a ready JSONL line,
+ * so the primary numbers and writes records but parses nothing. A read of a session's counts or
+ * records first makes every worker answer a barrier message: a worker queues a record before it
+ * ends the answer to the harness and sends what it has queued before answering the barrier, and
+ * messages on one channel stay in order, so every call the harness has seen end is counted.
  */
 
 type Op = "lookupKey" | "session" | "register" | "counts" | "records" | "writeTrajectory";
@@ -44,9 +44,7 @@ const BARRIER_TIMEOUT_MS = 5_000;
  */
 export async function runPrimary(options: { workers: number; dataDir: string; log: Logger }): Promise<void> {
   const { log } = options;
-  const store = new CaptureStore(options.dataDir);
-  const sessions = await store.load();
-  log.info({ dataDir: store.dataDir, sessions, workers: options.workers }, "sessions loaded");
+  const store = await CaptureStore.open(options.dataDir, log, { workers: options.workers });
 
   const listened = new Set<number>();
   const restarts: number[] = [];
@@ -210,9 +208,10 @@ export class WorkerStore implements GuardStore {
     { resolve: (value: unknown) => void; reject: (err: Error) => void }
   >();
   private nextId = 0;
-  /** Records not sent yet, and those waiting for them to be sent. */
-  private batch: Serialized[] = [];
-  private batchSent: { resolve: () => void; reject: (err: Error) => void }[] = [];
+  /** Records not sent yet, and the promise every one of their appends returned. */
+  private batch:
+    | { records: Serialized[]; sent: Promise<void>; settle: (err: Error | null) => void }
+    | undefined;
   private static readonly MAX_CACHED = 10_000;
 
   constructor() {
@@ -285,20 +284,23 @@ export class WorkerStore implements GuardStore {
     const { json, blocked } = serializeRecord(record);
     // Sent at the end of this turn of the event loop, or sooner when a barrier comes (see flush's
     // callers): append runs before the answer ends, so a barrier never overtakes it.
-    if (this.batch.length === 0) setImmediate(() => this.flush());
-    this.batch.push({ sessionId: record.sessionId, json, blocked });
-    return new Promise((resolve, reject) => this.batchSent.push({ resolve, reject }));
+    if (!this.batch) {
+      let settle!: (err: Error | null) => void;
+      const sent = new Promise<void>((resolve, reject) => {
+        settle = (err) => (err ? reject(err) : resolve());
+      });
+      this.batch = { records: [], sent, settle };
+      setImmediate(() => this.flush());
+    }
+    this.batch.records.push({ sessionId: record.sessionId, json, blocked });
+    return this.batch.sent;
   }
 
   private flush(): void {
-    if (this.batch.length === 0) return;
-    const records = this.batch;
-    const waiting = this.batchSent;
-    this.batch = [];
-    this.batchSent = [];
-    this.send({ t: "append", records }, (err) => {
-      for (const w of waiting) err ? w.reject(err) : w.resolve();
-    });
+    const batch = this.batch;
+    if (!batch) return;
+    this.batch = undefined;
+    this.send({ t: "append", records: batch.records }, batch.settle);
   }
 
   records(id: string): Promise<CaptureRecord[]> {

@@ -17,18 +17,12 @@ if (env.GUARD_WORKERS > 1 && cluster.isPrimary) {
   await runPrimary({ workers: env.GUARD_WORKERS, dataDir, log: root });
 } else {
   const log = cluster.isWorker ? root.child({ worker: cluster.worker!.id }) : root;
-  let store: GuardStore;
-  if (cluster.isWorker) store = new WorkerStore();
-  else {
-    const local = new CaptureStore(dataDir);
-    const sessions = await local.load();
-    log.info({ dataDir, sessions, upstream: env.UPSTREAM_URL }, "sessions loaded");
-    store = local;
-  }
+  const store: GuardStore = cluster.isWorker
+    ? new WorkerStore()
+    : await CaptureStore.open(dataDir, log, { upstream: env.UPSTREAM_URL });
   const upstream = new UpstreamClient(env.UPSTREAM_URL, env.UPSTREAM_TIMEOUT_MS);
   const deps = {
     store,
-    capture: store,
     upstream,
     log,
     idleTimeoutMs: env.UPSTREAM_IDLE_TIMEOUT_MS,

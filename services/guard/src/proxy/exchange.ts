@@ -21,7 +21,8 @@ export interface Sink {
 
 export interface ExchangeDeps {
   upstream: UpstreamClient;
-  capture: GuardStore;
+  /** Sessions and captures: each call's record is appended here. */
+  store: GuardStore;
   log: Logger;
   idleTimeoutMs: number;
 }
@@ -138,7 +139,7 @@ export async function openExchange(
 
 /** Queued now (a later read of the session waits for it), written without holding up the harness. */
 function append(deps: ExchangeDeps, record: CaptureRecord): void {
-  void deps.capture
+  void deps.store
     .append(record)
     .catch((err: unknown) => deps.log.error({ err, sessionId: record.sessionId }, "capture write failed"));
 }

@@ -1,5 +1,4 @@
 import type { Logger } from "@bridle/service-kit";
-import type { GuardStore } from "../capture.ts";
 import { toOpenAIRequest } from "./anthropic-request.ts";
 import { AnthropicCollector, AnthropicStreamWriter } from "./anthropic-response.ts";
 import { type ExchangeDeps, openExchange } from "./exchange.ts";
@@ -8,7 +7,6 @@ import { OpenAICollector, OpenAIStreamWriter } from "./openai.ts";
 import { Cancel, UpstreamError } from "./upstream.ts";
 
 export interface ProxyDeps extends ExchangeDeps {
-  store: GuardStore;
   /** Clamp for `max_tokens` (harnesses ask for more than small served models allow). */
   maxTokensCap?: number | undefined;
 }

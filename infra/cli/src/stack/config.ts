@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadEnv } from "@bridle/service-kit";
@@ -8,6 +8,23 @@ import { z } from "zod";
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
 
 const port = z.coerce.number().int().min(1).max(65_535);
+
+/** One model of infra/models/catalog.json: where its weights come from and how it is served. */
+export interface CatalogModel {
+  title: string;
+  dir: string;
+  contextWindow: number;
+  /** "own": the model's chat template (with its tool section); else a template file of infra/templates. */
+  chatTemplate: string;
+  note: string;
+}
+
+/** The models the bootstrap can install, by the name BRIDLE_MODEL takes. */
+export const modelCatalog: Record<string, CatalogModel> = JSON.parse(
+  readFileSync(join(repoRoot, "infra", "models", "catalog.json"), "utf8"),
+);
+export const defaultModel = "qwen2.5-coder-0.5b";
+const modelNames = Object.keys(modelCatalog) as [string, ...string[]];
 
 /** Every setting of the embedded stack; all come from BRIDLE_* variables with safe defaults. */
 export const StackEnv = z.object({
@@ -21,8 +38,23 @@ export const StackEnv = z.object({
   BRIDLE_TEMPORAL_UI_PORT: port.default(8233),
   BRIDLE_VLLM_PORT: port.default(8000),
   BRIDLE_VLLM_URL: z.string().url().optional().describe("An external vLLM server; when set, none is started"),
-  BRIDLE_MODEL_NAME: z.string().min(1).default("smollm2-135m"),
+  BRIDLE_MODEL: z
+    .enum(modelNames, { error: () => `must be one of ${modelNames.join(", ")} (infra/models/catalog.json)` })
+    .default(defaultModel)
+    .describe("The embedded base model, from the catalog"),
+  BRIDLE_MODEL_NAME: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("Served name of the base model; default BRIDLE_MODEL"),
   BRIDLE_MODEL_DIR: z.string().optional(),
+  BRIDLE_VLLM_KV_GIB: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1024)
+    .default(2)
+    .describe("vLLM's CPU KV cache, GiB"),
   BRIDLE_VLLM_MAX_LORAS: z.coerce.number().int().min(1).max(64).default(4),
   BRIDLE_VLLM_MAX_LORA_RANK: z.coerce
     .number()
@@ -57,6 +89,8 @@ export interface StackConfig {
   venv: string;
   modelDir: string;
   modelName: string;
+  model: CatalogModel & { key: string };
+  kvCacheGib: number;
   ports: {
     gateway: number;
     serving: number;
@@ -86,14 +120,17 @@ export function loadStackConfig(source: Record<string, string | undefined> = pro
   const home = resolve(env.BRIDLE_HOME);
   const data = resolve(env.BRIDLE_DATA ?? join(home, "data"));
   const base = env.BRIDLE_PORT_BASE;
+  const model = modelCatalog[env.BRIDLE_MODEL]!;
   const vllmUrl = env.BRIDLE_VLLM_URL ?? `http://${env.BRIDLE_HOST}:${env.BRIDLE_VLLM_PORT}`;
   return {
     home,
     data,
     host: env.BRIDLE_HOST,
     venv: join(home, "venv"),
-    modelDir: resolve(env.BRIDLE_MODEL_DIR ?? join(home, "models", "smollm2-135m-instruct")),
-    modelName: env.BRIDLE_MODEL_NAME,
+    modelDir: resolve(env.BRIDLE_MODEL_DIR ?? join(home, "models", model.dir)),
+    modelName: env.BRIDLE_MODEL_NAME ?? env.BRIDLE_MODEL,
+    model: { ...model, key: env.BRIDLE_MODEL },
+    kvCacheGib: env.BRIDLE_VLLM_KV_GIB,
     ports: {
       gateway: base,
       serving: base + 1,

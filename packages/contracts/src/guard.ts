@@ -146,7 +146,16 @@ export const SessionRegistration = z
       .max(2)
       .optional()
       .describe(
-        "Sampling temperature set on every call, whatever the harness asks; absent: the harness's own",
+        "Sampling temperature set on every call, with plain sampling otherwise (top_p 1, no top-k or penalties), whatever the harness asks; absent: the harness's own",
+      ),
+    seed: z
+      .number()
+      .int()
+      .min(0)
+      .max(2 ** 31 - 1)
+      .optional()
+      .describe(
+        "With a temperature: each call gets a seed derived from this one and the conversation's length",
       ),
     labels: z.record(z.string(), z.string()).default({}).describe("Free-form: run id, task id, harness"),
   })

@@ -36,6 +36,13 @@ export const RolloutRequest = z
       .max(2)
       .optional()
       .describe("Sampling temperature the guard enforces on every model call; absent: the harness's own"),
+    seed: z
+      .number()
+      .int()
+      .min(0)
+      .max(2 ** 31 - 1)
+      .optional()
+      .describe("Sampling seed of the rollout's calls (with a temperature); absent: unseeded"),
     labels: z.record(z.string(), z.string()).default({}),
   })
   .strict();
@@ -62,6 +69,10 @@ export const RolloutResult = z.object({
       .describe("Calls the harness received, counted by the guard: the reward's count"),
     harness: z.number().int().nonnegative().describe("Calls the harness reports having executed"),
   }),
+  toolCallFormats: z
+    .record(z.string(), z.number().int())
+    .default({})
+    .describe("Parsed tool calls by the format the model wrote them in; `unparsed`: call-like text"),
   blocked: z.array(z.object({ rule: z.string().optional(), notice: z.string() })),
   stopReason: z.string(),
   finalAnswer: z.string().nullable(),

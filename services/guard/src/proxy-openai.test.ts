@@ -55,6 +55,32 @@ describe("OpenAI chat completions through the guard (scripted upstream test doub
     expect(sent.map((r) => r.temperature)).toEqual([0.3, 0.3, 1.7]);
   });
 
+  it("samples a training session plainly and reproducibly: no harness top_p, top_k or penalties leak in", async () => {
+    const { apiKey } = await h.register({ instruction, temperature: 0.8, seed: 7 });
+    const unseeded = await h.register({ instruction, temperature: 0.8 });
+    await h.setScript([{ text: "a" }, { text: "b" }, { text: "c" }, { text: "d" }]);
+    const harnessDefaults = { top_p: 0.8, presence_penalty: 1.5, frequency_penalty: 0.2, seed: 99 };
+    const longer = [
+      ...messages,
+      { role: "assistant" as const, content: "ok" },
+      { role: "user" as const, content: "go on" },
+    ];
+    await client(apiKey).chat.completions.create({ model: "m", messages, ...harnessDefaults });
+    await client(apiKey).chat.completions.create({ model: "m", messages, ...harnessDefaults });
+    await client(apiKey).chat.completions.create({ model: "m", messages: longer, ...harnessDefaults });
+    await client(unseeded.apiKey).chat.completions.create({ model: "m", messages, ...harnessDefaults });
+    const sent = await h.upstreamRequests();
+    for (const r of sent) {
+      expect(r).toMatchObject({ temperature: 0.8, top_p: 1, top_k: 0, min_p: 0, repetition_penalty: 1 });
+      expect(r).toMatchObject({ presence_penalty: 0, frequency_penalty: 0 });
+    }
+    // The same conversation gets the same seed; a longer one another; no session seed, no seed at all.
+    expect(sent[0]!.seed).toBe(sent[1]!.seed);
+    expect(sent[2]!.seed).not.toBe(sent[0]!.seed);
+    expect(typeof sent[0]!.seed).toBe("number");
+    expect(sent[3]!.seed).toBeUndefined();
+  });
+
   it("replaces a blocked call by a notice naming the rule, streaming and not, with identical decisions", async () => {
     const { apiKey } = await h.register({ instruction });
     const turn = {

@@ -111,6 +111,7 @@ async function execute(x: Execution): Promise<RolloutResult> {
     capture: request.capture,
     mode: request.guardMode,
     ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
+    ...(request.seed === undefined ? {} : { seed: request.seed }),
     labels: { ...request.labels, rollout: rolloutId, task: task.id, harness: adapter.name },
   }).catch((err: unknown) => unavailable("the guard", err));
 
@@ -122,6 +123,7 @@ async function execute(x: Execution): Promise<RolloutResult> {
     correctness: null,
     reward: null,
     toolCalls: { guard: 0, harness: 0 },
+    toolCallFormats: {},
     blocked: [],
     stopReason: "not_started",
     finalAnswer: null,
@@ -234,6 +236,26 @@ function applyTrajectory(result: RolloutResult, captured: Trajectory): void {
   result.servedModels = [
     ...new Set(captured.records.map((r) => r.servedModel).filter((m): m is string => m !== null)),
   ];
+  result.toolCallFormats = toolCallFormats(captured);
+}
+
+/**
+ * The tool calls the model server parsed, by the format the model wrote them in (the tool parser
+ * tags each call's id: `call_tagged_`, `call_fenced_`, `call_bare_`), and as `unparsed` the
+ * answers that look like a call (a JSON "name" with "arguments") but reached the harness as text.
+ */
+export function toolCallFormats(captured: Trajectory): Record<string, number> {
+  const formats: Record<string, number> = {};
+  const add = (key: string) => {
+    formats[key] = (formats[key] ?? 0) + 1;
+  };
+  for (const record of captured.records) {
+    for (const call of record.toolCalls) add(/^call_(tagged|fenced|bare)_/.exec(call.id)?.[1] ?? "other");
+    const text = record.response?.content ?? "";
+    if (record.toolCalls.length === 0 && /"name"\s*:/.test(text) && /"(arguments|parameters)"\s*:/.test(text))
+      add("unparsed");
+  }
+  return formats;
 }
 
 async function runVerifier(x: Execution, sandbox: Sandbox, result: RolloutResult): Promise<void> {

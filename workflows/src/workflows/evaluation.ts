@@ -3,6 +3,7 @@ import { buildReport, renderMarkdown } from "@bridle/evaluation";
 import { defineQuery, proxyActivities, setHandler, workflowInfo } from "@temporalio/workflow";
 import type { Activities } from "../activities.ts";
 import { mapPool } from "./pool.ts";
+import { rolloutSeed } from "./seed.ts";
 
 const { heldOutTasks, resolveServed, writeReport } = proxyActivities<Activities>({
   startToCloseTimeout: "2 minutes",
@@ -51,6 +52,8 @@ export async function evaluation(config: EvalConfig & { id: string }): Promise<E
         guardMode: "block",
         rewardMode: "eval",
         temperature: config.temperature,
+        // Both arms of one (task, attempt) sample with the same seed: paired, common random numbers.
+        seed: rolloutSeed(config.seed, `${task.id}/${attempt}`),
         maxTurns: config.maxTurns,
         contextWindow: config.contextWindow,
         ...(config.agentTimeoutSec ? { agentTimeoutSec: config.agentTimeoutSec } : {}),

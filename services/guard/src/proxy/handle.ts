@@ -1,3 +1,4 @@
+import type { Session } from "@bridle/contracts";
 import type { Logger } from "@bridle/service-kit";
 import { toOpenAIRequest } from "./anthropic-request.ts";
 import { AnthropicCollector, AnthropicStreamWriter } from "./anthropic-response.ts";
@@ -36,8 +37,7 @@ export async function handleProxyCall(
     const body = parseJsonBody(text);
     const request = api === "openai" ? openAIRequest(body) : toOpenAIRequest(body);
     if (deps.maxTokensCap) capMaxTokens(request, deps.maxTokensCap);
-    // An evaluation compares arms at one temperature, whatever each harness would choose.
-    if (session.temperature !== undefined) request.temperature = session.temperature;
+    enforceSampling(request, session);
     const stream = body.stream === true;
     const abort = new Cancel();
     const pump = await openExchange({ ...deps, log }, session, api, request, stream, abort);
@@ -80,6 +80,28 @@ function openAIRequest(body: Record<string, unknown>): Record<string, unknown> {
   const out = { ...body };
   for (const field of GUARD_FIELDS) delete out[field];
   return out;
+}
+
+/**
+ * A training or evaluation session samples exactly as the run says, whatever the harness would
+ * choose: its temperature, and otherwise plain sampling (top_p 1, no top-k, min-p or penalties, so
+ * neither a harness's nor the model's generation defaults leak in and the sampling logprobs are
+ * the policy's own). A session seed gives each call a seed of its own, derived from the seed and
+ * the conversation's length, so a rerun of the same conversation samples the same tokens.
+ */
+export function enforceSampling(request: Record<string, unknown>, session: Session): void {
+  if (session.temperature === undefined) return;
+  request.temperature = session.temperature;
+  request.top_p = 1;
+  request.top_k = 0;
+  request.min_p = 0;
+  request.repetition_penalty = 1;
+  request.presence_penalty = 0;
+  request.frequency_penalty = 0;
+  if (session.seed !== undefined) {
+    const turns = Array.isArray(request.messages) ? request.messages.length : 0;
+    request.seed = (Math.imul(session.seed ^ 0x9e3779b9, 31) + turns * 0x85ebca6b) >>> 1;
+  } else delete request.seed;
 }
 
 function capMaxTokens(request: Record<string, unknown>, cap: number): void {

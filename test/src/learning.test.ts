@@ -2,6 +2,7 @@ import {
   AdapterVersion,
   CompletionResult,
   ScoreResult,
+  TrainConfig,
   TrainerWorkerInfo,
   type TrainStepRequest,
   TrainStepView,
@@ -56,19 +57,7 @@ describe("a GRPO step learns, measured through vLLM serving the new version", ()
     const result = await trainStep({
       run: "e2e-learn",
       step: 1,
-      config: {
-        rank: 8,
-        alpha: 16,
-        targetModules: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-        learningRate: 2e-3,
-        clipEpsilon: 0.2,
-        klCoef: 0,
-        scaleByStd: false,
-        iterations: 2,
-        microBatchSize: 8,
-        maxGradNorm: 1,
-        seed: 0,
-      },
+      config: TrainConfig.parse({ learningRate: 2e-3, iterations: 2 }),
       trajectories: [good, bad].map((c, i) => ({
         group: "sea",
         reward: i === 0 ? 1 : 0,

@@ -54,6 +54,7 @@ function standIns(): Partial<Activities> {
         correctness: n % 2,
         reward: n % 2,
         toolCalls: { guard: 3, harness: 3 },
+        toolCallFormats: { fenced: 3 },
         blocked: [],
         stopReason: "stop",
         finalAnswer: "done",
@@ -71,6 +72,10 @@ function standIns(): Partial<Activities> {
         loss: 0.1,
         replayed: false,
         tokensPerSecond: 1,
+        kl: 0,
+        clipFraction: 0,
+        logprobDiff: 0,
+        tokens: 1,
       };
     },
     async loadAdapter(input) {

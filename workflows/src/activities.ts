@@ -3,6 +3,7 @@ import { join } from "node:path";
 import {
   AdapterVersion,
   BaseModelInfo,
+  type Calibration,
   type CompletionRequest,
   CompletionResult,
   type EvalReport,
@@ -51,6 +52,10 @@ export interface TrainStepSummary {
   loss: number;
   replayed: boolean;
   tokensPerSecond: number;
+  kl: number;
+  clipFraction: number;
+  logprobDiff: number | null;
+  tokens: number;
 }
 
 /**
@@ -122,7 +127,7 @@ export function createActivities(deps: ActivityDeps) {
     async heldOutTasks(input: {
       limit: number;
       ids?: string[];
-    }): Promise<{ id: string; category: string }[]> {
+    }): Promise<{ id: string; category: string; hash: string }[]> {
       const list = await callJson(`${deps.tasksUrl}/v1/tasks?split=held-out&controls=passed`, {
         schema: z.object({ tasks: z.array(TaskSummary) }),
       });
@@ -134,7 +139,16 @@ export function createActivities(deps: ActivityDeps) {
       return all
         .sort((a, b) => (a.id < b.id ? -1 : 1))
         .slice(0, input.limit)
-        .map((t) => ({ id: t.id, category: t.category }));
+        .map((t) => ({ id: t.id, category: t.category, hash: t.hash }));
+    },
+
+    /** A task's measured base success, into the registry. */
+    async recordCalibration(input: { taskId: string; record: Calibration }): Promise<void> {
+      await callJson(`${deps.tasksUrl}/v1/tasks/${encodeURIComponent(input.taskId)}/calibration`, {
+        schema: z.unknown(),
+        method: "PUT",
+        body: input.record,
+      }).catch(nonRetryable);
     },
 
     /** One rollout, run to the end by the runner (idempotent by rollout id). */
@@ -197,6 +211,10 @@ export function createActivities(deps: ActivityDeps) {
         loss: r.loss,
         replayed: r.replayed,
         tokensPerSecond: r.tokensPerSecond,
+        kl: r.kl,
+        clipFraction: r.clipFraction,
+        logprobDiff: r.logprobDiff,
+        tokens: r.tokens,
       };
     },
 

@@ -28,6 +28,9 @@ class TrainConfig:
     scale_by_std: bool = False
     iterations: int = 1
     micro_batch_size: int = 8
+    micro_batch_tokens: int = 2048
+    temperature: float = 1.0
+    measure_kl: bool = True
     max_grad_norm: float = 1.0
     seed: int = 0
 
@@ -102,11 +105,21 @@ def parse_config(raw: Any) -> TrainConfig:
         micro_batch_size=_int(
             raw.get("microBatchSize", defaults.micro_batch_size), "config.microBatchSize", 1, 1024
         ),
+        micro_batch_tokens=_int(
+            raw.get("microBatchTokens", defaults.micro_batch_tokens),
+            "config.microBatchTokens",
+            64,
+            10_000_000,
+        ),
+        temperature=_finite(raw.get("temperature", defaults.temperature), "config.temperature"),
+        measure_kl=bool(raw.get("measureKl", defaults.measure_kl)),
         max_grad_norm=_finite(raw.get("maxGradNorm", defaults.max_grad_norm), "config.maxGradNorm"),
         seed=_int(raw.get("seed", defaults.seed), "config.seed", 0, 2**31 - 1),
     )
     if config.learning_rate <= 0 or config.clip_epsilon <= 0 or config.kl_coef < 0:
         raise bad_batch("config", "learningRate and clipEpsilon must be > 0, klCoef >= 0")
+    if not 0 < config.temperature <= 2:
+        raise bad_batch("config.temperature", "the sampling temperature must be in (0, 2]")
     return config
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -11,49 +13,73 @@ from typing import Any
 
 import torch
 
-from .batch import ModelCall, StepRequest, TrainConfig, validate_or_raise
+from .batch import StepRequest, TrainConfig, validate_or_raise
 from .errors import StepError
-from .grpo import group_advantages, grpo_loss, token_logprobs
+from .grpo import group_advantages, grpo_loss, scored_logprobs
 from .model import LoraModel, load_base, pick_device
+from .sequences import Sequence, merge_calls
 from .store import StepStore, adapter_hash, normalise_adapter_config
 
 Progress = Callable[[str, int, int], None]
 
 
-def collate(calls: list[tuple[ModelCall, float]], device: torch.device) -> dict[str, torch.Tensor]:
-    """Right-padded ids, attention mask, and per-position completion mask / sampling logprobs.
+def collate(items: list[tuple[Sequence, float]], device: torch.device) -> dict[str, torch.Tensor]:
+    """Right-padded ids and attention mask, and the scored positions' mask and sampling logprobs.
 
-    Logprob position i scores token i + 1, so a completion starting at index P occupies P-1...
-    Only positions from the earliest completion start on are kept (`first`): the model computes
-    no logits for the rest of the prompts, which on an agent's long prompt is most of a step's
-    memory and a good part of its time (a vocabulary-wide row per prompt token).
+    Logits are computed only where the next token was generated (`keep`, the union over rows):
+    an agent's prompt and tool results are most of a sequence, and a vocabulary-wide row of logits
+    per position would be most of a step's memory and a good part of its time.
     """
-    width = max(len(c.prompt_token_ids) + len(c.completion_token_ids) for c, _ in calls)
-    first = min(len(c.prompt_token_ids) for c, _ in calls) - 1
-    ids = torch.zeros(len(calls), width, dtype=torch.long)
-    attention = torch.zeros(len(calls), width, dtype=torch.long)
-    mask = torch.zeros(len(calls), width - 1 - first)
-    old = torch.zeros(len(calls), width - 1 - first)
-    for row, (call, _) in enumerate(calls):
-        seq = call.prompt_token_ids + call.completion_token_ids
-        ids[row, : len(seq)] = torch.tensor(seq)
-        attention[row, : len(seq)] = 1
-        start = len(call.prompt_token_ids) - 1 - first
-        end = start + len(call.completion_token_ids)
-        mask[row, start:end] = 1
-        old[row, start:end] = torch.tensor(call.logprobs)
-    advantages = torch.tensor([adv for _, adv in calls])
-    tensors = {"ids": ids, "attention": attention, "mask": mask, "old": old, "advantages": advantages}
-    return {**{k: v.to(device) for k, v in tensors.items()}, "first": torch.tensor(first)}
+    width = max(len(seq.ids) for seq, _ in items)
+    ids = torch.zeros(len(items), width, dtype=torch.long)
+    attention = torch.zeros(len(items), width, dtype=torch.long)
+    scored = sorted({p - 1 for seq, _ in items for p, g in enumerate(seq.generated) if g and p > 0})
+    column = {p: i for i, p in enumerate(scored)}
+    mask = torch.zeros(len(items), len(scored))
+    old = torch.zeros(len(items), len(scored))
+    for row, (seq, _) in enumerate(items):
+        ids[row, : len(seq.ids)] = torch.tensor(seq.ids)
+        attention[row, : len(seq.ids)] = 1
+        for p, (generated, logprob) in enumerate(zip(seq.generated, seq.old, strict=True)):
+            if generated and p > 0:
+                mask[row, column[p - 1]] = 1
+                old[row, column[p - 1]] = logprob
+    keep = torch.tensor(scored, dtype=torch.long)
+    advantages = torch.tensor([adv for _, adv in items])
+    tensors = {
+        "ids": ids,
+        "attention": attention,
+        "mask": mask,
+        "old": old,
+        "advantages": advantages,
+        "keep": keep,
+        "targets": ids[:, keep + 1],
+    }
+    return {k: v.to(device) for k, v in tensors.items()}
+
+
+def micro_batches(
+    items: list[tuple[Sequence, float]], rows: int, tokens: int
+) -> list[list[tuple[Sequence, float]]]:
+    """Sequences, longest first, in batches of at most `rows` rows and about `tokens` padded tokens."""
+    ordered = sorted(items, key=lambda item: len(item[0].ids), reverse=True)
+    batches: list[list[tuple[Sequence, float]]] = []
+    for item in ordered:
+        current = batches[-1] if batches else None
+        if current and len(current) < rows and len(current[0][0].ids) * (len(current) + 1) <= tokens:
+            current.append(item)
+        else:
+            batches.append([item])
+    return batches
 
 
 def completion_logprobs(
-    model: torch.nn.Module, batch: dict[str, torch.Tensor], attention: torch.Tensor | None
+    model: torch.nn.Module, batch: dict[str, torch.Tensor], attention: torch.Tensor | None, temperature: float
 ) -> torch.Tensor:
-    """Logprobs of the tokens after position `first` (aligned with the batch's mask and old logprobs)."""
-    ids, first = batch["ids"], int(batch["first"])
-    logits = model(input_ids=ids, attention_mask=attention, logits_to_keep=ids.shape[1] - first).logits
-    return token_logprobs(logits, ids[:, first:])
+    """Logprobs of the generated tokens (aligned with the batch's mask and old logprobs), at the
+    sampling temperature, so they are comparable with the logprobs the model server reported."""
+    logits = model(input_ids=batch["ids"], attention_mask=attention, logits_to_keep=batch["keep"]).logits
+    return scored_logprobs(logits, batch["targets"], temperature)
 
 
 def attention_or_none(batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
@@ -80,6 +106,8 @@ class Trainer:
         self.vocab_size = int(base.config.vocab_size)
         self.max_tokens = int(base.config.max_position_embeddings)
         self.lora = LoraModel(base, self.device)
+        # TRAINER_AUTOCAST=bf16 trains with bf16 matmuls over fp32 weights (faster where the CPU has AMX).
+        self.autocast = os.environ.get("TRAINER_AUTOCAST", "off") == "bf16"
         self.store = StepStore(data_dir)
         self.store.clean_partial()
         self.optimizer: torch.optim.Optimizer | None = None
@@ -143,9 +171,19 @@ class Trainer:
         config, peft, optimizer = req.config, self.lora.peft, self.optimizer
         assert peft is not None and optimizer is not None
         advantages = group_advantages(req.trajectories, config.scale_by_std)
-        calls = [(c, a) for t, a in zip(req.trajectories, advantages, strict=True) for c in t.calls]
-        completion_tokens = sum(len(c.completion_token_ids) for c, _ in calls)
-        base = {"completionTokens": completion_tokens, "calls": len(calls), "advantages": advantages}
+        calls = sum(len(t.calls) for t in req.trajectories)
+        items = [
+            (seq, a)
+            for t, a in zip(req.trajectories, advantages, strict=True)
+            for seq in merge_calls(t.calls)
+        ]
+        completion_tokens = sum(sum(seq.generated) for seq, _ in items)
+        base = {
+            "completionTokens": completion_tokens,
+            "calls": calls,
+            "sequences": len(items),
+            "advantages": advantages,
+        }
         if all(a == 0 for a in advantages):
             return {
                 **base,
@@ -154,21 +192,25 @@ class Trainer:
                 "loss": 0.0,
                 "clipFraction": 0.0,
                 "kl": 0.0,
+                "logprobDiff": None,
                 "tokens": 0,
                 "trainSeconds": 0.0,
             }
-        # Zero-advantage calls add nothing to the surrogate; they matter only for the KL term.
-        used = calls if config.kl_coef > 0 else [(c, a) for c, a in calls if a != 0]
-        chunks = [used[i : i + config.micro_batch_size] for i in range(0, len(used), config.micro_batch_size)]
+        # Zero-advantage sequences add nothing to the surrogate; they matter only for the KL term.
+        used = items if config.kl_coef > 0 else [(s, a) for s, a in items if a != 0]
+        chunks = micro_batches(used, config.micro_batch_size, config.micro_batch_tokens)
         batches = [collate(chunk, self.device) for chunk in chunks]
-        refs = self._reference_logprobs(batches) if config.kl_coef > 0 else [None] * len(batches)
+        measure_kl = config.kl_coef > 0 or (config.measure_kl and self.lora.trained)
+        refs = self._reference_logprobs(batches, config.temperature) if measure_kl else [None] * len(batches)
         total, done, first_loss, clipped, kl_sum = config.iterations * len(batches), 0, 0.0, 0, 0.0
+        drift_sum = 0.0
         peft.train()
         started = time.perf_counter()
         for iteration in range(config.iterations):
             optimizer.zero_grad(set_to_none=True)
             for batch, ref in zip(batches, refs, strict=True):
-                new = completion_logprobs(peft, batch, attention_or_none(batch))
+                with self.precision():
+                    new = completion_logprobs(peft, batch, attention_or_none(batch), config.temperature)
                 parts = grpo_loss(
                     new,
                     batch["old"],
@@ -182,32 +224,45 @@ class Trainer:
                 parts.loss.backward()
                 if iteration == 0:
                     first_loss += float(parts.loss.detach())
+                    # Before the first update the policy is the one that sampled: any gap here is a
+                    # mismatch between the model server's numbers and the trainer's.
+                    drift_sum += float(((new.detach() - batch["old"]).abs() * batch["mask"]).sum())
+                    kl_sum += parts.kl_sum
                 clipped += parts.clipped_tokens
-                kl_sum += parts.kl_sum
                 done += 1
                 progress("train", done, total)
             torch.nn.utils.clip_grad_norm_(self.lora.trainable(), config.max_grad_norm)
             optimizer.step()
+        self.lora.trained = True
         seconds = time.perf_counter() - started
         processed = config.iterations * sum(int(b["attention"].sum()) for b in batches)
-        masked = config.iterations * sum(int(b["mask"].sum()) for b in batches)
+        masked = sum(int(b["mask"].sum()) for b in batches)
         return {
             **base,
             "applied": True,
             "noopReason": None,
             "loss": first_loss,
-            "clipFraction": clipped / max(masked, 1),
+            "clipFraction": clipped / max(masked * config.iterations, 1),
             "kl": kl_sum / max(masked, 1),
+            "logprobDiff": drift_sum / max(masked, 1),
             "tokens": processed,
             "trainSeconds": seconds,
         }
 
+    def precision(self) -> contextlib.AbstractContextManager[None]:
+        """bf16 matmuls (AMX on CPUs that have it) with fp32 master weights, or plain fp32."""
+        if self.autocast:
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     @torch.no_grad()
-    def _reference_logprobs(self, batches: list[dict[str, torch.Tensor]]) -> list[torch.Tensor]:
+    def _reference_logprobs(
+        self, batches: list[dict[str, torch.Tensor]], temperature: float
+    ) -> list[torch.Tensor]:
         peft = self.lora.peft
         assert peft is not None
-        with peft.disable_adapter():
-            return [completion_logprobs(peft, b, b["attention"]) for b in batches]
+        with peft.disable_adapter(), self.precision():
+            return [completion_logprobs(peft, b, b["attention"], temperature) for b in batches]
 
     def _save(
         self, tmp: Path, final: Path, req: StepRequest, summary: dict[str, Any], started: float

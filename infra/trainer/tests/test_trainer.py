@@ -97,22 +97,53 @@ def test_equal_rewards_are_a_reported_no_op(trainer):
     assert result["optimizerSteps"] == 0 and result["iterations"] == 0
 
 
-def test_completion_logprobs_match_the_full_sequence_without_the_prompt_logits(trainer):
+def test_scored_logprobs_equal_the_full_computation_on_every_generated_token(trainer):
     from bridle_trainer.batch import ModelCall
+    from bridle_trainer.sequences import merge_calls
     from bridle_trainer.trainer import collate, completion_logprobs
 
-    calls = [
-        (ModelCall(prompt_token_ids=PROMPT, completion_token_ids=GOOD, logprobs=[-1.0] * 3), 1.0),
-        (ModelCall(prompt_token_ids=PROMPT[:3], completion_token_ids=BAD + GOOD, logprobs=[-2.0] * 6), -1.0),
-    ]
-    b = collate(calls, torch.device("cpu"))
-    assert int(b["first"]) == 2
-    with torch.no_grad():
-        kept = completion_logprobs(trainer.lora.peft, b, b["attention"])
-        full = token_logprobs(
-            trainer.lora.peft(input_ids=b["ids"], attention_mask=b["attention"]).logits, b["ids"]
-        )
-    assert kept.shape == b["mask"].shape
-    on = b["mask"].bool()
-    torch.testing.assert_close(kept[on], full[:, 2:][on])
+    one = merge_calls([ModelCall(PROMPT, GOOD, [-1.0] * 3)])[0]
+    two = merge_calls([ModelCall(PROMPT[:3], BAD + GOOD, [-2.0] * 6)])[0]
+    b = collate([(one, 1.0), (two, -1.0)], torch.device("cpu"))
+    assert b["keep"].tolist() == list(range(2, 8))  # no logits for the prompt positions before
+    for temperature in (1.0, 0.7):
+        with torch.no_grad():
+            kept = completion_logprobs(trainer.lora.peft, b, b["attention"], temperature)
+            logits = trainer.lora.peft(input_ids=b["ids"], attention_mask=b["attention"]).logits
+            full = token_logprobs(logits / temperature, b["ids"])
+        assert kept.shape == b["mask"].shape
+        on = b["mask"].bool()
+        torch.testing.assert_close(kept[on], full[:, 2:8][on])
     assert b["old"][on].tolist() == [-1.0] * 3 + [-2.0] * 6
+
+
+def test_calls_that_extend_each_other_train_as_one_sequence(trainer):
+    from bridle_trainer.batch import ModelCall
+    from bridle_trainer.sequences import merge_calls
+
+    tool_result = [11, 12]
+    first = ModelCall(PROMPT, GOOD, [-0.1, -0.2, -0.3])
+    second = ModelCall(PROMPT + GOOD + tool_result, BAD, [-0.4, -0.5, -0.6])
+    unrelated = ModelCall([9, 9, 9], [5], [-0.7])
+    merged = merge_calls([first, second, unrelated])
+    assert len(merged) == 2
+    seq = merged[0]
+    assert seq.ids == PROMPT + GOOD + tool_result + BAD
+    assert [i for i, g in enumerate(seq.generated) if g] == [6, 7, 8, 11, 12, 13]
+    assert [seq.old[i] for i, g in enumerate(seq.generated) if g] == [-0.1, -0.2, -0.3, -0.4, -0.5, -0.6]
+    assert merged[1].ids == [9, 9, 9, 5]
+
+
+def test_a_multi_turn_step_reports_how_far_the_trainer_is_from_the_sampling_logprobs(trainer):
+    request = batch(trainer, "drift", 1)
+    request["trajectories"][0]["calls"].append(
+        {
+            "promptTokenIds": PROMPT + GOOD + [11],
+            "completionTokenIds": [42],
+            "logprobs": [-50.0],  # far from what the model gives: the drift must show it
+        }
+    )
+    result = trainer.step(request, noop)
+    assert result["applied"] and result["calls"] == 3 and result["sequences"] == 2
+    assert result["logprobDiff"] > 1.0
+    assert result["kl"] == 0.0  # a fresh adapter is the base model

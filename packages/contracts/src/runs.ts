@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { EvalReport } from "./evaluation.ts";
+import { Calibration } from "./tasks.ts";
 import { RunId, TrainConfig } from "./training.ts";
 
 /** How each rollout of a training run or an evaluation runs: the same fields, the same defaults. */
@@ -29,6 +30,14 @@ export const TrainingRunConfig = z
       .min(0)
       .max(2 ** 31 - 1)
       .default(0),
+    temperature: z
+      .number()
+      .min(0)
+      .max(2)
+      .default(0.8)
+      .describe(
+        "Sampling temperature of every training rollout's calls (top_p 1, no top-k: logprobs stay exact)",
+      ),
     categories: z
       .array(z.enum(["build", "repair", "extend", "qa"]))
       .min(1)
@@ -70,6 +79,22 @@ export const StepMetrics = z.object({
   blocked: z.number().int(),
   applied: z.boolean(),
   loss: z.number().nullable(),
+  kl: z
+    .number()
+    .nullable()
+    .default(null)
+    .describe("KL(policy || base) on the step's tokens, before its update"),
+  clipFraction: z.number().nullable().default(null),
+  logprobDiff: z
+    .number()
+    .nullable()
+    .default(null)
+    .describe("Mean |trainer - model server| logprob of the sampled tokens"),
+  tokensTrained: z.number().int().default(0),
+  toolCallFormats: z
+    .record(z.string(), z.number().int())
+    .default({})
+    .describe("Tool calls the model server parsed, by the format the model wrote them in"),
   adapterVersion: z.number().int().nullable(),
   adapterHash: z.string().nullable(),
   evalScore: z.number().nullable(),
@@ -117,6 +142,13 @@ export const EvalConfig = z
     limit: z.number().int().min(1).max(1_000).default(100).describe("First N held-out tasks"),
     attempts: z.number().int().min(1).max(16).default(1),
     temperature: z.number().min(0).max(2).default(0.8),
+    seed: z
+      .number()
+      .int()
+      .min(0)
+      .max(2 ** 31 - 1)
+      .default(0)
+      .describe("Seeds each (task, attempt)'s sampling, the same for both arms"),
     ...rolloutLimits,
   })
   .strict();
@@ -129,3 +161,30 @@ export const EvalOutput = z.object({
   files: z.object({ json: z.string(), markdown: z.string() }),
 });
 export type EvalOutput = z.infer<typeof EvalOutput>;
+
+/** Measure tasks' base success: k rollouts each of one model in one harness, at one temperature. */
+export const CalibrationConfig = z
+  .object({
+    id: RunId.optional(),
+    harness: z.string().min(1).default("pi"),
+    model: z.string().min(1).describe("Served name of the model to measure (the base model)"),
+    tasks: z.array(z.string().min(1)).min(1).describe("Task ids, of any split"),
+    attempts: z.number().int().min(1).max(64).default(8),
+    temperature: z.number().min(0).max(2).default(0.8).describe("The training temperature"),
+    seed: z
+      .number()
+      .int()
+      .min(0)
+      .max(2 ** 31 - 1)
+      .default(0),
+    ...rolloutLimits,
+  })
+  .strict();
+export type CalibrationConfig = z.infer<typeof CalibrationConfig>;
+
+export const CalibrationOutput = z.object({
+  id: z.string(),
+  tasks: z.array(z.object({ taskId: z.string(), category: z.string(), calibration: Calibration.nullable() })),
+  environmentFailures: z.number().int(),
+});
+export type CalibrationOutput = z.infer<typeof CalibrationOutput>;

@@ -48,6 +48,26 @@ export const TrainConfig = z
     scaleByStd: z.boolean().default(false).describe("Divide advantages by the group's standard deviation"),
     iterations: z.number().int().min(1).max(64).default(1).describe("Optimiser updates on this batch"),
     microBatchSize: z.number().int().min(1).max(1024).default(8),
+    microBatchTokens: z
+      .number()
+      .int()
+      .min(64)
+      .default(2048)
+      .describe(
+        "Padded tokens per micro-batch; a longer sequence is a micro-batch of its own (logits are kept for the union of the rows' generated positions, so long rows are cheapest alone)",
+      ),
+    temperature: z
+      .number()
+      .positive()
+      .max(2)
+      .default(1)
+      .describe(
+        "The rollouts' sampling temperature: the trainer's logprobs use it, as the model server's did",
+      ),
+    measureKl: z
+      .boolean()
+      .default(true)
+      .describe("Measure KL to the base model every step, even when klCoef is 0"),
     maxGradNorm: z.number().positive().default(1),
     seed: z.number().int().nonnegative().default(0).describe("Seeds the adapter's initialisation"),
   })
@@ -76,10 +96,20 @@ export const TrainStepResult = z.object({
   batchHash: z.string(),
   loss: z.number(),
   clipFraction: z.number(),
-  kl: z.number(),
+  kl: z.number().describe("Mean k3 estimate of KL(policy || base) over scored tokens, before the update"),
+  logprobDiff: z
+    .number()
+    .nullable()
+    .default(null)
+    .describe("Mean |trainer logprob - sampling logprob| over scored tokens, before the update"),
   advantages: z.array(z.number()),
   completionTokens: z.number().int(),
   calls: z.number().int(),
+  sequences: z
+    .number()
+    .int()
+    .default(0)
+    .describe("Training sequences: chains of calls that extend each other"),
   tokens: z.number().int().describe("Tokens processed by forward and backward passes"),
   iterations: z.number().int(),
   optimizerSteps: z.number().int().describe("Updates applied to this run in total, this step included"),

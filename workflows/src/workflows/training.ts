@@ -22,6 +22,7 @@ import {
 import type { Activities, BatchEntry } from "../activities.ts";
 import { evaluation } from "./evaluation.ts";
 import { mapPool } from "./pool.ts";
+import { rolloutSeed } from "./seed.ts";
 
 const { sampleTasks } = proxyActivities<Activities>({
   startToCloseTimeout: "2 minutes",
@@ -130,14 +131,17 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
   let resampled = 0;
   const results = await mapPool(jobs, config.concurrency, async ({ task, member }) => {
     for (let attempt = 0; ; attempt++) {
+      const rolloutId = `${config.name}/s${number}/${task.id}/g${member}${attempt > 0 ? `/r${attempt}` : ""}`;
       const result = await runRollout({
-        rolloutId: `${config.name}/s${number}/${task.id}/g${member}${attempt > 0 ? `/r${attempt}` : ""}`,
+        rolloutId,
         taskId: task.id,
         harness: config.harness,
         model: state.servedName,
         capture: true,
         guardMode: "block",
         rewardMode: "train",
+        temperature: config.temperature,
+        seed: rolloutSeed(config.seed, rolloutId),
         maxTurns: config.maxTurns,
         contextWindow: config.contextWindow,
         ...(config.agentTimeoutSec ? { agentTimeoutSec: config.agentTimeoutSec } : {}),
@@ -157,13 +161,30 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
     .map((r) => ({ group: r.taskId, reward: r.reward, guardSession: r.refs.guardSession! }));
 
   let applied = false;
-  let loss: number | null = null;
   let hash: string | null = null;
+  let training: Pick<StepMetrics, "loss" | "kl" | "clipFraction" | "logprobDiff" | "tokensTrained"> = {
+    loss: null,
+    kl: null,
+    clipFraction: null,
+    logprobDiff: null,
+    tokensTrained: 0,
+  };
   if (batch.length > 0) {
     state.phase = "training";
-    const trained = await trainStep({ run: config.name, step: number, config: config.train, batch });
+    const trained = await trainStep({
+      run: config.name,
+      step: number,
+      config: { ...config.train, temperature: config.temperature },
+      batch,
+    });
     applied = trained.applied;
-    loss = trained.loss;
+    training = {
+      loss: trained.loss,
+      kl: trained.kl ?? null,
+      clipFraction: trained.clipFraction ?? null,
+      logprobDiff: trained.logprobDiff ?? null,
+      tokensTrained: trained.tokens ?? 0,
+    };
     if (trained.applied) {
       state.phase = "loading";
       const version = await loadAdapter({
@@ -187,8 +208,9 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
     successRate: mean(valid.map((r) => (r.correctness === 1 ? 1 : 0))),
     meanToolCalls: mean(valid.map((r) => r.toolCalls.guard)),
     blocked: valid.reduce((n, r) => n + r.blocked.length, 0),
+    toolCallFormats: addCounts(valid.map((r) => r.toolCallFormats ?? {})),
     applied,
-    loss,
+    ...training,
     adapterVersion: state.adapterVersion || null,
     adapterHash: hash,
     evalScore: null,
@@ -216,12 +238,19 @@ function evalDefaults(config: TrainingRunConfig) {
     baseline: config.baseModel,
     limit: config.evalTasks,
     attempts: 1,
-    temperature: 0.8,
+    temperature: config.temperature,
+    seed: config.seed,
     concurrency: config.concurrency,
     maxTurns: config.maxTurns,
     contextWindow: config.contextWindow,
     ...(config.agentTimeoutSec ? { agentTimeoutSec: config.agentTimeoutSec } : {}),
   };
+}
+
+function addCounts(counts: Record<string, number>[]): Record<string, number> {
+  const total: Record<string, number> = {};
+  for (const c of counts) for (const [k, v] of Object.entries(c)) total[k] = (total[k] ?? 0) + v;
+  return total;
 }
 
 const mean = (xs: number[]) => (xs.length === 0 ? null : xs.reduce((a, b) => a + b, 0) / xs.length);

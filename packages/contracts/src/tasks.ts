@@ -69,6 +69,24 @@ export const ControlResults = z.object({
 });
 export type ControlResults = z.infer<typeof ControlResults>;
 
+/**
+ * A task's measured base success: k rollouts of one model in one harness at one temperature.
+ * Tells the curriculum which tasks give a group of rollouts different rewards (a learning signal).
+ */
+export const Calibration = z.object({
+  model: z.string().min(1),
+  harness: z.string().min(1),
+  temperature: z.number().min(0).max(2),
+  attempts: z.number().int().positive().describe("Valid attempts (environment failures excluded)"),
+  successes: z.number().int().nonnegative(),
+  successRate: z.number().min(0).max(1),
+  meanCorrectness: z.number().min(0).max(1).describe("Mean verifier score (partial credit counts)"),
+  toolCallsPerSolved: z.number().nullable(),
+  taskHash: z.string().describe("The task content it was measured on"),
+  measuredAt: z.string(),
+});
+export type Calibration = z.infer<typeof Calibration>;
+
 /** A task as the registry lists it. */
 export const TaskSummary = z.object({
   id: TaskId,
@@ -78,6 +96,10 @@ export const TaskSummary = z.object({
   splitSource: z.enum(["hash", "metadata"]).describe("Whether the split came from the id hash or metadata"),
   labels: EvaluationLabels.nullable().describe("Labels as recorded in task.toml, if any"),
   controls: ControlResults.nullable().describe("Results of our own controls; null when never run"),
+  calibrations: z
+    .array(Calibration)
+    .default([])
+    .describe("Measured base success, one per (model, harness), for the task's current content"),
   agentTimeoutSec: z.number().positive(),
   verifierTimeoutSec: z.number().positive(),
   requires: z.array(z.string()),

@@ -1,7 +1,7 @@
 import { createApp, httpError, type Logger } from "@bridle/service-kit";
 import type { Client } from "@temporalio/client";
 import { adapterRoutes } from "./routes/adapters.ts";
-import { evalRoutes } from "./routes/evals.ts";
+import { calibrationRoutes, evalRoutes } from "./routes/evals.ts";
 import { probeRoutes } from "./routes/probes.ts";
 import { runRoutes } from "./routes/runs.ts";
 
@@ -39,6 +39,7 @@ export function createGatewayApp(deps: GatewayDeps) {
   app.route("/v1/probes", probeRoutes(deps));
   app.route("/v1/runs", runRoutes(deps));
   app.route("/v1/evals", evalRoutes(deps));
+  app.route("/v1/calibrations", calibrationRoutes(deps));
   app.route("/v1/adapters", adapterRoutes(deps.servingUrl));
   return app;
 }

@@ -193,6 +193,53 @@ describe("the tasks service", () => {
     );
   });
 
+  it("stores a task's measured base success, tied to the content it was measured on", async () => {
+    const task = (await (await app.request("/v1/tasks/repair-median")).json()) as TaskSummary;
+    expect(task.calibrations).toEqual([]);
+    const record = {
+      model: "qwen2.5-coder-0.5b",
+      harness: "pi",
+      temperature: 0.8,
+      attempts: 8,
+      successes: 3,
+      successRate: 0.375,
+      meanCorrectness: 0.375,
+      toolCallsPerSolved: 2.5,
+      taskHash: task.hash,
+      measuredAt: new Date().toISOString(),
+    };
+    const put = (body: unknown) =>
+      app.request("/v1/tasks/repair-median/calibration", {
+        method: "PUT",
+        body: JSON.stringify(body),
+        headers: { "content-type": "application/json" },
+      });
+    expect((await put(record)).status).toBe(200);
+    expect((await put({ ...record, harness: "opencode", successes: 1, successRate: 0.125 })).status).toBe(
+      200,
+    );
+    expect((await put({ ...record, successes: 4, successRate: 0.5 })).status).toBe(200); // replaces pi's
+    const listed = (await (await app.request(`/v1/tasks?split=${task.split}`)).json()) as {
+      tasks: TaskSummary[];
+    };
+    const calibrations = listed.tasks.find((t) => t.id === "repair-median")!.calibrations;
+    expect(calibrations.map((c) => [c.harness, c.successes])).toEqual([
+      ["opencode", 1],
+      ["pi", 4],
+    ]);
+    const stale = await put({ ...record, taskHash: "0".repeat(64) });
+    expect(stale.status).toBe(409);
+    expect(((await stale.json()) as { error: { message: string } }).error.message).toMatch(/changed since/);
+    expect((await put({ ...record, successes: 9 })).status).toBe(400);
+    expect((await put({ ...record, successRate: 2 })).status).toBe(400);
+    const unknown = await app.request("/v1/tasks/no-such-task/calibration", {
+      method: "PUT",
+      body: JSON.stringify(record),
+      headers: { "content-type": "application/json" },
+    });
+    expect(unknown.status).toBe(404);
+  });
+
   it("keeps the registry across a restart", async () => {
     const reopened = new TaskStore(join(dir, "data"));
     try {

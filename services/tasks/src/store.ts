@@ -2,6 +2,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type {
   AgentTask,
+  Calibration,
   ControlResults,
   EvaluationLabels,
   TaskCategory,
@@ -37,6 +38,14 @@ CREATE TABLE IF NOT EXISTS task_files (
   mode INTEGER NOT NULL,
   content BLOB NOT NULL,
   PRIMARY KEY (task_id, part, path)
+);
+-- Kept across re-imports: a record counts while its task hash matches the task's content.
+CREATE TABLE IF NOT EXISTS calibrations (
+  task_id TEXT NOT NULL,
+  model TEXT NOT NULL,
+  harness TEXT NOT NULL,
+  record TEXT NOT NULL,
+  PRIMARY KEY (task_id, model, harness)
 );`;
 
 interface Row {
@@ -55,7 +64,7 @@ interface Row {
   imported_at: string;
 }
 
-const toSummary = (row: Row): TaskSummary => ({
+const toSummary = (row: Row, calibrations: Calibration[] = []): TaskSummary => ({
   id: row.id,
   hash: row.hash,
   category: row.category,
@@ -63,6 +72,7 @@ const toSummary = (row: Row): TaskSummary => ({
   splitSource: row.split_source,
   labels: row.labels ? (JSON.parse(row.labels) as EvaluationLabels) : null,
   controls: row.controls ? (JSON.parse(row.controls) as ControlResults) : null,
+  calibrations: calibrations.filter((c) => c.taskHash === row.hash),
   agentTimeoutSec: row.agent_timeout_sec,
   verifierTimeoutSec: row.verifier_timeout_sec,
   requires: JSON.parse(row.requires) as string[],
@@ -132,21 +142,43 @@ export class TaskStore {
 
   get(id: string): TaskSummary | null {
     const row = this.db.prepare("SELECT * FROM tasks WHERE id = ?").get(id) as Row | undefined;
-    return row ? toSummary(row) : null;
+    return row ? toSummary(row, this.calibrations().get(id)) : null;
+  }
+
+  /** Records a task's measured base success for one (model, harness), replacing an earlier one. */
+  calibrate(id: string, record: Calibration): void {
+    this.db
+      .prepare("INSERT OR REPLACE INTO calibrations (task_id, model, harness, record) VALUES (?, ?, ?, ?)")
+      .run(id, record.model, record.harness, JSON.stringify(record));
+  }
+
+  private calibrations(): Map<string, Calibration[]> {
+    const rows = this.db
+      .prepare("SELECT task_id, record FROM calibrations ORDER BY model, harness")
+      .all() as {
+      task_id: string;
+      record: string;
+    }[];
+    const byTask = new Map<string, Calibration[]>();
+    for (const r of rows) byTask.set(r.task_id, [...(byTask.get(r.task_id) ?? []), JSON.parse(r.record)]);
+    return byTask;
   }
 
   list(query: TaskListQuery = {}): TaskSummary[] {
     const rows = this.db.prepare("SELECT * FROM tasks ORDER BY id").all() as Row[];
-    return rows.map(toSummary).filter((task) => {
-      if (query.category && task.category !== query.category) return false;
-      if (query.split && task.split !== query.split) return false;
-      if (query.status && task.labels?.status !== query.status) return false;
-      if (query.controls) {
-        const state = task.controls === null ? "unchecked" : task.controls.passed ? "passed" : "failed";
-        if (state !== query.controls) return false;
-      }
-      return true;
-    });
+    const calibrations = this.calibrations();
+    return rows
+      .map((row) => toSummary(row, calibrations.get(row.id)))
+      .filter((task) => {
+        if (query.category && task.category !== query.category) return false;
+        if (query.split && task.split !== query.split) return false;
+        if (query.status && task.labels?.status !== query.status) return false;
+        if (query.controls) {
+          const state = task.controls === null ? "unchecked" : task.controls.passed ? "passed" : "failed";
+          if (state !== query.controls) return false;
+        }
+        return true;
+      });
   }
 
   private files(id: string, part: "environment" | "tests"): TaskFile[] {

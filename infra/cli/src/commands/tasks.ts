@@ -4,8 +4,14 @@ import { recordLabels, validateFolder } from "@bridle/harbor";
 import { callJson } from "@bridle/service-kit";
 import { z } from "zod";
 import type { StackConfig } from "../stack/index.ts";
+import { CalibrationView, runJob } from "./training.ts";
 
 export interface TasksFlags {
+  attempts?: string | undefined;
+  temperature?: string | undefined;
+  tasks?: string | undefined;
+  harness?: string | undefined;
+  split?: string | undefined;
   json?: boolean | undefined;
   "no-record"?: boolean | undefined;
   parallel?: string | undefined;
@@ -19,7 +25,11 @@ export const tasksUsage = `  tasks validate <dir> [--no-record] [--parallel N] [
                      each task.toml under [metadata.repo2env.evaluation] (not with --no-record)
   tasks import <dir> [--no-controls] [--json]
                      import task folders into the running tasks service (controls run there)
-  tasks list [--json] list the tasks in the registry`;
+  tasks list [--json] list the tasks in the registry, with each one's measured base success
+  tasks calibrate [--attempts 8] [--temperature 0.8] [--harness pi] [--split train|held-out]
+        [--tasks ID,ID]
+                     measure each task's base success (k rollouts of the base model at the
+                     training temperature) and store it in the registry`;
 
 type Say = (line: string) => void;
 
@@ -98,14 +108,58 @@ async function list(config: StackConfig, flags: TasksFlags, say: Say): Promise<n
   else {
     for (const t of tasks) {
       const controls = t.controls === null ? "unchecked" : t.controls.passed ? "passed" : "failed";
-      say(`${t.id.padEnd(32)} ${t.category.padEnd(7)} ${t.split.padEnd(9)} controls ${controls}`);
+      const c =
+        t.calibrations.find((x) => x.model === config.modelName && x.harness === "pi") ?? t.calibrations[0];
+      const base = c
+        ? `base ${`${c.successes}/${c.attempts}`.padStart(5)} (${(100 * c.successRate).toFixed(0).padStart(3)}%, score ${c.meanCorrectness.toFixed(2)}, ${c.harness}, T ${c.temperature})`
+        : "base not calibrated";
+      say(
+        `${t.id.padEnd(32)} ${t.category.padEnd(7)} ${t.split.padEnd(9)} controls ${controls.padEnd(9)} ${base}`,
+      );
     }
     say(`${tasks.length} tasks`);
   }
   return 0;
 }
 
-/** `bridle tasks <validate|import|list>`. */
+/** Measures base success per task through the gateway's calibration workflow; prints the table. */
+async function calibrate(config: StackConfig, flags: TasksFlags, say: Say): Promise<number> {
+  const url = `http://${config.host}:${config.ports.tasks}/v1/tasks?controls=passed`;
+  const { tasks } = await callJson(url, { schema: z.object({ tasks: z.array(z.custom<TaskSummary>()) }) });
+  const wanted = flags.tasks?.split(",").map((t) => t.trim());
+  const chosen = tasks.filter((t) =>
+    wanted ? wanted.includes(t.id) : !flags.split || t.split === flags.split,
+  );
+  const unknown = wanted?.filter((id) => !tasks.some((t) => t.id === id)) ?? [];
+  if (unknown.length > 0) throw new Error(`no task with passing controls named ${unknown.join(", ")}`);
+  if (chosen.length === 0)
+    throw new Error("no task to calibrate: import tasks first (bridle tasks import tasks)");
+  const body = {
+    model: config.modelName,
+    harness: flags.harness ?? "pi",
+    tasks: chosen.map((t) => t.id),
+    attempts: Number(flags.attempts ?? 8),
+    temperature: Number(flags.temperature ?? 0.8),
+    concurrency: 4,
+    maxTurns: 8,
+  };
+  say(
+    `calibrating ${chosen.length} task(s): ${body.attempts} rollouts each of ${body.model} with ${body.harness}`,
+  );
+  const view = await runJob(config, "calibrations", CalibrationView, body, say);
+  if (!view.output) return 1;
+  for (const t of view.output.tasks) {
+    const c = t.calibration;
+    say(
+      `${t.taskId.padEnd(32)} ${t.category.padEnd(7)} ${c ? `${c.successes}/${c.attempts} solved (${(100 * c.successRate).toFixed(0)}%), mean score ${c.meanCorrectness.toFixed(2)}` : "no valid attempt"}`,
+    );
+  }
+  if (view.output.environmentFailures > 0)
+    say(`${view.output.environmentFailures} environment failure(s) excluded`);
+  return 0;
+}
+
+/** `bridle tasks <validate|import|list|calibrate>`. */
 export async function tasksCommand(
   config: StackConfig,
   args: string[],
@@ -114,6 +168,7 @@ export async function tasksCommand(
 ): Promise<number> {
   const [action, dir] = args;
   if (action === "list") return list(config, flags, say);
+  if (action === "calibrate") return calibrate(config, flags, say);
   if (action === "import" && dir) return importDir(config, dir, flags, say);
   if (action === "validate" && dir) {
     try {

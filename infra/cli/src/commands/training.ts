@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import { EvalOutput, ImportResult, RunProgress, WorkflowStatus } from "@bridle/contracts";
+import { CalibrationOutput, EvalOutput, ImportResult, RunProgress, WorkflowStatus } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
 import { z } from "zod";
 import { repoRoot } from "../stack/config.ts";
@@ -15,15 +15,19 @@ const RunView = z.object({
   progress: RunProgress.nullable(),
 });
 type RunView = z.infer<typeof RunView>;
-const EvalView = z.object({
-  id: z.string(),
-  workflowId: z.string(),
-  status: WorkflowStatus,
-  uiUrl: z.string(),
-  progress: z.object({ done: z.number(), total: z.number() }).nullable(),
-  output: EvalOutput.nullable(),
-  failure: z.string().nullable(),
-});
+/** The gateway's view of a job (an evaluation, a calibration) with its output schema. */
+const jobView = <O extends z.ZodType>(output: O) =>
+  z.object({
+    id: z.string(),
+    workflowId: z.string(),
+    status: WorkflowStatus,
+    uiUrl: z.string(),
+    progress: z.object({ done: z.number(), total: z.number() }).nullable(),
+    output: output.nullable(),
+    failure: z.string().nullable(),
+  });
+const EvalView = jobView(EvalOutput);
+export const CalibrationView = jobView(CalibrationOutput);
 
 export const trainingUsage = `  train [--name N] [--harness pi] [--steps 2] [--batch 1] [--group 2] [--follow]
         [--tasks ID,ID] [--max-turns N] [--agent-timeout SEC]
@@ -142,31 +146,49 @@ export async function evaluate(
     ...rolloutLimits(flags),
     ...extra,
   };
-  const started = await callJson(`${gateway(config)}/v1/evals`, {
-    schema: EvalView,
-    body,
-    headers: auth(config),
-  });
-  say(`evaluation ${started.id}: ${body.candidate} vs ${body.baseline} (${body.harness})`);
-  say(`  Temporal UI: ${started.uiUrl}`);
+  say(`evaluation: ${body.candidate} vs ${body.baseline} (${body.harness})`);
+  const view = await runJob(config, "evals", EvalView, body, say);
+  if (view.output) {
+    say("");
+    say(view.output.markdown);
+    say(`report: ${view.output.files.markdown} (and report.json beside it)`);
+  }
+  return view;
+}
+
+/** Starts a job through the gateway and waits for its end, printing its progress as it changes. */
+export async function runJob<
+  V extends z.ZodType<{
+    id: string;
+    status: string;
+    uiUrl: string;
+    failure: string | null;
+    progress: { done: number; total: number } | null;
+  }>,
+>(
+  config: StackConfig,
+  path: "evals" | "calibrations",
+  schema: V,
+  body: Record<string, unknown>,
+  say: Say,
+): Promise<z.infer<V>> {
+  const started = await callJson(`${gateway(config)}/v1/${path}`, { schema, body, headers: auth(config) });
+  say(`  ${started.id}, Temporal UI: ${started.uiUrl}`);
   let last = "";
+  const shownAt = Date.now();
   for (;;) {
-    const view = await callJson(`${gateway(config)}/v1/evals/${started.id}`, {
-      schema: EvalView,
+    const view = await callJson(`${gateway(config)}/v1/${path}/${started.id}`, {
+      schema,
       headers: auth(config),
     });
     if (view.progress) {
+      const minutes = ((Date.now() - shownAt) / 60_000).toFixed(1);
       const line = `  rollouts ${view.progress.done}/${view.progress.total}`;
-      if (line !== last) say(line);
+      if (line !== last) say(`${line}  (${minutes} min)`);
       last = line;
     }
     if (view.status !== "RUNNING") {
-      if (view.output) {
-        say("");
-        say(view.output.markdown);
-        say(`report: ${view.output.files.markdown} (and report.json beside it)`);
-      }
-      if (view.failure) say(`evaluation failed: ${view.failure}`);
+      if (view.failure) say(`${path === "evals" ? "evaluation" : "calibration"} failed: ${view.failure}`);
       return view;
     }
     await sleep(2_000);

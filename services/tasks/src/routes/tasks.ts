@@ -1,5 +1,6 @@
 import {
   AgentTask,
+  Calibration,
   ImportRequest,
   ImportResult,
   SampleRequest,
@@ -60,6 +61,38 @@ export function taskRoutes(deps: TaskRouteDeps) {
         const task = store.get(id);
         if (!task) throw notFound(id);
         return c.json(task, 200);
+      },
+    )
+    .openapi(
+      createRoute({
+        method: "put",
+        path: "/tasks/{id}/calibration",
+        summary: "Record a task's measured base success for one (model, harness)",
+        request: {
+          params: IdParam,
+          body: { content: { "application/json": { schema: Calibration } }, required: true },
+        },
+        responses: {
+          200: json("The task with its calibrations", TaskSummary),
+          404: errorContent("No such task"),
+          409: errorContent("Measured on other content than the task has now"),
+        },
+      }),
+      (c) => {
+        const { id } = c.req.valid("param");
+        const record = c.req.valid("json");
+        const task = store.get(id);
+        if (!task) throw notFound(id);
+        if (task.hash !== record.taskHash)
+          throw httpError(
+            409,
+            "task_changed",
+            `task '${id}' changed since it was measured; calibrate it again`,
+          );
+        if (record.successes > record.attempts)
+          throw httpError(400, "bad_calibration", "successes exceed attempts");
+        store.calibrate(id, record);
+        return c.json(store.get(id)!, 200);
       },
     )
     .openapi(

@@ -1,6 +1,7 @@
 #!/usr/bin/env -S node --import tsx
 import { parseArgs } from "node:util";
 import { createLogger, EnvError, ServiceError } from "@bridle/service-kit";
+import { experiment, experimentUsage } from "./commands/experiment.ts";
 import { guardCheck } from "./commands/guard-check.ts";
 import { runProbe } from "./commands/probe.ts";
 import { tasksCommand, tasksUsage } from "./commands/tasks.ts";
@@ -26,10 +27,11 @@ Stack:
   down               stop the stack
   status [--json]    show each component's state and health
   probe [--prompt P] run the stack probe workflow through the gateway
-  demo               the main job: up, a short training run (pi), then its adapter vs the base model
+  demo               the main job: up, then the short experiment (train, then adapter vs base)
 
 Training and evaluation:
 ${trainingUsage}
+${experimentUsage}
 
 Guard:
   guard check <calls.jsonl>  apply the guard's rules to one tool call per line; prints one verdict per line
@@ -67,6 +69,12 @@ async function main(argv: string[]): Promise<number> {
       temperature: { type: "string" },
       "max-turns": { type: "string" },
       "agent-timeout": { type: "string" },
+      split: { type: "string" },
+      seed: { type: "string" },
+      full: { type: "boolean" },
+      out: { type: "string" },
+      lr: { type: "string" },
+      heldout: { type: "string" },
     },
   });
   const command = positionals[0];
@@ -113,6 +121,9 @@ async function main(argv: string[]): Promise<number> {
       const view = await evaluate(config, values, say);
       return view.status === "COMPLETED" ? 0 : 1;
     }
+    case "experiment":
+      await up(config, say);
+      return experiment(config, values, say);
     case "runs":
       return listRuns(config, say);
     case "tasks":
@@ -124,23 +135,15 @@ async function main(argv: string[]): Promise<number> {
 }
 
 /**
- * The main job on the embedded default: bring the stack up, import the bundled tasks, run a short
- * real training run (pi, the small model, 2 steps of a group of 2), then evaluate the trained
- * adapter against the base model on held-out tasks.
+ * The main job on the embedded default: bring the stack up, import the bundled tasks, and run the
+ * short experiment: a few real training steps, then the adapter against the base model on the
+ * held-out tasks with the same seeds, with an honest verdict.
  */
 async function demo(config: StackConfig): Promise<number> {
   await up(config, say);
   printEndpoints(config);
   await importBundledTasks(config, say);
-  const limits = { agentTimeoutSec: 240, maxTurns: 6, contextWindow: 8192, concurrency: 2 };
-  const run = await train(config, { follow: true }, say, limits);
-  if (run.status !== "COMPLETED" || !run.progress) return 1;
-  const candidate = run.progress.servedName;
-  if (candidate === config.modelName)
-    say("no step changed the adapter (all rewards equal): evaluating the base model against itself");
-  const view = await evaluate(config, { candidate, limit: "2" }, say, limits);
-  say(`training run in the Temporal UI: ${run.uiUrl}`);
-  return view.status === "COMPLETED" ? 0 : 1;
+  return experiment(config, {}, say);
 }
 
 function printEndpoints(config: StackConfig): void {

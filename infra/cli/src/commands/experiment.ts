@@ -1,0 +1,294 @@
+import { spawnSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import type { EvalReport, StepMetrics, TaskSummary } from "@bridle/contracts";
+import { callJson } from "@bridle/service-kit";
+import { z } from "zod";
+import { repoRoot } from "../stack/config.ts";
+import type { StackConfig } from "../stack/index.ts";
+import { evaluate, train } from "./training.ts";
+
+type Say = (line: string) => void;
+
+export interface ExperimentFlags {
+  steps?: string | undefined;
+  seed?: string | undefined;
+  batch?: string | undefined;
+  group?: string | undefined;
+  attempts?: string | undefined;
+  tasks?: string | undefined;
+  harness?: string | undefined;
+  temperature?: string | undefined;
+  "max-turns"?: string | undefined;
+  full?: boolean | undefined;
+  out?: string | undefined;
+  name?: string | undefined;
+  lr?: string | undefined;
+  heldout?: string | undefined;
+}
+
+export const experimentUsage = `  experiment [--full] [--steps N] [--seed S] [--batch B] [--group G] [--attempts A]
+        [--tasks ID,ID] [--heldout N] [--temperature T] [--lr LR] [--out DIR]
+                     evaluate the base model on held-out tasks, train N steps, evaluate the
+                     adapter against the base on the same tasks, attempts and seeds; prints
+                     the learning curves and the verdict, writes a report (Markdown, JSON, PNG)`;
+
+/** The two sizes of the experiment: the demo's short one, and the full one that decides. */
+const SIZES = {
+  short: { steps: 3, batch: 2, group: 4, attempts: 1, maxTurns: 4, agentTimeoutSec: 300 },
+  full: { steps: 8, batch: 2, group: 6, attempts: 2, maxTurns: 5, agentTimeoutSec: 420 },
+};
+
+/** Curriculum band: tasks whose measured base success leaves room to learn and gives a signal. */
+const BAND = { min: 0.05, max: 0.8 };
+
+const int = (v: string | undefined, d: number) => (v === undefined ? d : Number(v));
+const pct = (x: number | null) => (x === null ? "n/a" : `${(100 * x).toFixed(1)}%`);
+const num = (x: number | null | undefined, d = 3) => (x === null || x === undefined ? "n/a" : x.toFixed(d));
+
+/** Training tasks: the named ones, else the calibrated ones inside the band, else the whole train split. */
+async function trainingTasks(config: StackConfig, flags: ExperimentFlags, harness: string, say: Say) {
+  if (flags.tasks) return flags.tasks.split(",").map((t) => t.trim());
+  const url = `http://${config.host}:${config.ports.tasks}/v1/tasks?split=train&controls=passed`;
+  const { tasks } = await callJson(url, { schema: z.object({ tasks: z.array(z.custom<TaskSummary>()) }) });
+  const banded = tasks.filter((t) =>
+    t.calibrations.some(
+      (c) =>
+        c.model === config.modelName &&
+        c.harness === harness &&
+        c.successRate >= BAND.min &&
+        c.successRate <= BAND.max,
+    ),
+  );
+  if (banded.length >= 2) {
+    say(`curriculum: ${banded.length} training tasks with base success in [${BAND.min}, ${BAND.max}]`);
+    return banded.map((t) => t.id);
+  }
+  say(
+    `curriculum: fewer than 2 calibrated training tasks in [${BAND.min}, ${BAND.max}] for ${config.modelName}/${harness}: training on the whole train split (run 'bridle tasks calibrate --split train' first for a signal)`,
+  );
+  return undefined;
+}
+
+/**
+ * `bridle experiment`: one command that decides whether training helped. The base arm and the
+ * adapter arm of the final evaluation run on the same held-out tasks, attempts and sampling seeds.
+ */
+export async function experiment(config: StackConfig, flags: ExperimentFlags, say: Say): Promise<number> {
+  const started = Date.now();
+  const size = flags.full ? SIZES.full : SIZES.short;
+  const seed = int(flags.seed, 0);
+  const harness = flags.harness ?? "pi";
+  const steps = int(flags.steps, size.steps);
+  const temperature = flags.temperature ? Number(flags.temperature) : 0.8;
+  const maxTurns = int(flags["max-turns"], size.maxTurns);
+  const attempts = int(flags.attempts, size.attempts);
+  const limits = { maxTurns, agentTimeoutSec: size.agentTimeoutSec, concurrency: 8 };
+  const name =
+    flags.name ??
+    `exp-${flags.full ? "full" : "short"}-s${seed}-${new Date().toISOString().replace(/[-:T]/g, "").slice(0, 12)}`;
+  const tasks = await trainingTasks(config, flags, harness, say);
+
+  say(`experiment ${name}: ${config.modelName} with ${harness}, ${steps} steps, seed ${seed}`);
+  const run = await train(
+    config,
+    {
+      name,
+      harness,
+      steps: String(steps),
+      batch: String(int(flags.batch, size.batch)),
+      group: String(int(flags.group, size.group)),
+      follow: true,
+      ...(tasks ? { tasks: tasks.join(",") } : {}),
+    },
+    say,
+    {
+      ...limits,
+      seed,
+      temperature,
+      train: { learningRate: flags.lr ? Number(flags.lr) : 5e-5, scaleByStd: true, seed },
+    },
+  );
+  if (run.status !== "COMPLETED" || !run.progress) {
+    say(`the training run ended ${run.status}: no verdict`);
+    return 1;
+  }
+  const candidate = run.progress.servedName;
+  const view = await evaluate(
+    config,
+    {
+      candidate,
+      harness,
+      attempts: String(attempts),
+      limit: flags.heldout ?? "1000",
+      temperature: String(temperature),
+    },
+    say,
+    { ...limits, seed, id: `${name}-eval` },
+  );
+  if (view.status !== "COMPLETED" || !view.output) return 1;
+  const report = buildExperimentReport({
+    name,
+    config,
+    harness,
+    steps,
+    seed,
+    temperature,
+    candidate,
+    curves: run.progress.metrics,
+    eval: view.output.report,
+    wallSeconds: Math.round((Date.now() - started) / 1000),
+    command: `bridle experiment ${process.argv.slice(3).join(" ")}`.trim(),
+  });
+  const outDir = resolve(flags.out ?? join(config.data, "experiments"));
+  const files = writeReport(config, report, outDir, view.output.markdown);
+  printCurves(report.curves, say);
+  say("");
+  say(`verdict: ${report.verdict}`);
+  say(`report: ${files.join(", ")}`);
+  return 0;
+}
+
+interface ReportInput {
+  name: string;
+  config: StackConfig;
+  harness: string;
+  steps: number;
+  seed: number;
+  temperature: number;
+  candidate: string;
+  curves: StepMetrics[];
+  eval: EvalReport;
+  wallSeconds: number;
+  command: string;
+}
+
+/** The report's JSON: the fields the learning goal is judged on, the curves and the full evaluation. */
+export function buildExperimentReport(input: ReportInput) {
+  const o = input.eval.overall;
+  const diff = o.difference;
+  const base = o.baseline.successRate.estimate;
+  const adapter = o.candidate.successRate.estimate;
+  const callsBase = o.bothSolved.baselineToolCalls;
+  const callsAdapter = o.bothSolved.candidateToolCalls;
+  const fewerCalls = callsBase && callsAdapter !== null ? 1 - callsAdapter / callsBase : null;
+  const better = diff.low !== null && diff.low > 0;
+  const efficient = fewerCalls !== null && fewerCalls >= 0.2 && diff.low !== null && diff.low > -0.05;
+  const verdict = better
+    ? `the adapter beats the base: success ${pct(adapter)} vs ${pct(base)}, difference ${num(diff.estimate)} (95% CI ${num(diff.low)} .. ${num(diff.high)}) excludes 0`
+    : efficient
+      ? `the adapter needs ${(100 * fewerCalls!).toFixed(0)}% fewer tool calls on tasks both solved, success non-inferior (CI lower bound ${num(diff.low)} > -0.05)`
+      : `not shown: success ${pct(adapter)} vs ${pct(base)}, difference ${num(diff.estimate)} (95% CI ${num(diff.low)} .. ${num(diff.high)}); tool calls on tasks both solved ${num(callsAdapter, 2)} vs ${num(callsBase, 2)}`;
+  return {
+    name: input.name,
+    model: input.config.modelName,
+    harness: input.harness,
+    steps: input.steps,
+    seed: input.seed,
+    temperature: input.temperature,
+    command: input.command,
+    wallSeconds: input.wallSeconds,
+    adapter: input.candidate,
+    heldOut: { tasks: o.tasks, attempts: input.eval.attemptsPerTask },
+    success: { base, adapter, diff: diff.estimate, ci95: [diff.low, diff.high] },
+    callsPerSolved: { base: o.baseline.toolCallsPerSolved, adapter: o.candidate.toolCallsPerSolved },
+    callsOnBothSolved: {
+      tasks: o.bothSolved.tasks,
+      base: callsBase,
+      adapter: callsAdapter,
+      reduction: fewerCalls,
+    },
+    categories: input.eval.categories.map((c) => ({
+      category: c.category,
+      tasks: c.tasks,
+      base: c.baseline.successRate.estimate,
+      adapter: c.candidate.successRate.estimate,
+      diff: c.difference.estimate,
+      ci95: [c.difference.low, c.difference.high],
+    })),
+    goalMet: better || efficient,
+    verdict,
+    curves: input.curves,
+    evaluation: input.eval,
+  };
+}
+type ExperimentReport = ReturnType<typeof buildExperimentReport>;
+
+function writeReport(
+  config: StackConfig,
+  report: ExperimentReport,
+  outDir: string,
+  evalMarkdown: string,
+): string[] {
+  mkdirSync(outDir, { recursive: true });
+  const stem = join(
+    outDir,
+    `experiment-${report.model}-${new Date().toISOString().slice(0, 10)}-${report.name}`,
+  );
+  writeFileSync(`${stem}.json`, `${JSON.stringify(report, null, 2)}\n`);
+  const plots = spawnSync(
+    join(config.venv, "bin", "python"),
+    [join(repoRoot, "infra", "python", "plot_experiment.py"), `${stem}.json`, stem],
+    {
+      encoding: "utf8",
+    },
+  );
+  const pngs = plots.status === 0 ? [`${stem}-curves.png`, `${stem}-heldout.png`] : [];
+  writeFileSync(
+    `${stem}.md`,
+    renderMarkdown(report, evalMarkdown, pngs, plots.status === 0 ? null : plots.stderr),
+  );
+  return [`${stem}.md`, `${stem}.json`, ...pngs];
+}
+
+function renderMarkdown(
+  r: ExperimentReport,
+  evalMarkdown: string,
+  pngs: string[],
+  plotError: string | null,
+): string {
+  const rows = r.curves.map(
+    (m) =>
+      `| ${m.step} | ${num(m.meanReward)} | ${num(m.successRate, 2)} | ${num(m.meanToolCalls, 1)} | ${num(m.loss, 4)} | ${num(m.kl, 4)} | ${num(m.clipFraction, 3)} | ${num(m.logprobDiff, 3)} | ${m.tokensTrained} | ${m.applied ? `v${m.adapterVersion}` : "no-op"} | ${formats(m.toolCallFormats)} |`,
+  );
+  return [
+    `# Experiment ${r.name}`,
+    "",
+    `${r.model} with ${r.harness}: ${r.steps} training steps, seed ${r.seed}, temperature ${r.temperature}, ${Math.round(r.wallSeconds / 60)} min.`,
+    `Command: \`${r.command}\``,
+    "",
+    `**Verdict:** ${r.verdict}.`,
+    "",
+    `Held-out: ${r.heldOut.tasks} tasks x ${r.heldOut.attempts} attempt(s), both arms with the same seeds.`,
+    "",
+    "## Training curves",
+    "",
+    "| step | reward | success | tool calls | loss | KL to base | clip frac | logprob diff | tokens trained | adapter | call formats |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ...rows,
+    "",
+    ...pngs.map(
+      (p) =>
+        `![${p.endsWith("curves.png") ? "training curves" : "held-out success"}](${p.split("/").at(-1)})`,
+    ),
+    ...(plotError ? [`Plots failed: ${plotError.trim().split("\n").at(-1)}`] : []),
+    "",
+    "## Held-out evaluation",
+    "",
+    evalMarkdown,
+  ].join("\n");
+}
+
+const formats = (f: Record<string, number> | undefined) =>
+  Object.entries(f ?? {})
+    .map(([k, v]) => `${k} ${v}`)
+    .join(", ") || "none";
+
+function printCurves(curves: StepMetrics[], say: Say): void {
+  say("");
+  say("step  reward  success  calls  loss     KL       logprob-diff  tokens");
+  for (const m of curves)
+    say(
+      `${String(m.step).padEnd(5)} ${num(m.meanReward).padEnd(7)} ${num(m.successRate, 2).padEnd(8)} ${num(m.meanToolCalls, 1).padEnd(6)} ${num(m.loss, 4).padEnd(8)} ${num(m.kl, 4).padEnd(8)} ${num(m.logprobDiff, 3).padEnd(13)} ${m.tokensTrained}`,
+    );
+}

@@ -1,0 +1,120 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { down, loadStackConfig, type StackConfig, up } from "@bridle/cli/stack";
+import { CompletionResult, RunProgress, ScoreResult, WorkflowStatus } from "@bridle/contracts";
+import { callJson } from "@bridle/service-kit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { config as sharedStack, sleep } from "./helpers.ts";
+
+/**
+ * The embedded default model, Qwen2.5-Coder-0.5B, really learning from real rollouts of a real
+ * bundled task: the rest of the suite checks structure on the smallest model, this file brings up
+ * a second stack of its own with the real one (its own ports and data folder).
+ */
+const stack: StackConfig = loadStackConfig({
+  ...process.env,
+  BRIDLE_MODEL: "qwen2.5-coder-0.5b",
+  BRIDLE_MODEL_NAME: undefined,
+  BRIDLE_DATA: join(sharedStack.data, "..", `${sharedStack.data.split("/").at(-1)}-qwen`),
+  BRIDLE_PORT_BASE: "29700",
+  BRIDLE_TEMPORAL_PORT: "29233",
+  BRIDLE_TEMPORAL_UI_PORT: "29234",
+  BRIDLE_VLLM_PORT: "29000",
+  BRIDLE_MAX_TOKENS: "256",
+});
+const url = (port: number) => `http://${stack.host}:${port}`;
+const RunView = z.object({ status: WorkflowStatus, progress: RunProgress.nullable() });
+const TASK = "build-hello-file";
+
+beforeAll(async () => {
+  await down(stack);
+  await up(stack, (line) => process.stdout.write(`[qwen stack] ${line}\n`));
+  const imported = await callJson(`${url(stack.ports.tasks)}/v1/tasks/import`, {
+    schema: z.object({ verdicts: z.array(z.object({ ok: z.boolean() })) }),
+    body: { path: join(new URL("../..", import.meta.url).pathname, "tasks", TASK) },
+    timeoutMs: 120_000,
+  });
+  expect(imported.verdicts).toEqual([expect.objectContaining({ ok: true })]);
+}, 600_000);
+
+afterAll(async () => {
+  await down(stack, (line) => process.stdout.write(`[qwen stack] ${line}\n`));
+}, 120_000);
+
+/** The LoRA B matrices of a PEFT adapter file: all zero when the adapter equals its base model. */
+function loraBNorm(file: string): number {
+  const bytes = readFileSync(file);
+  const headerLength = Number(bytes.readBigUInt64LE(0));
+  const header = JSON.parse(bytes.subarray(8, 8 + headerLength).toString("utf8")) as Record<
+    string,
+    { dtype: string; data_offsets: [number, number] }
+  >;
+  let sum = 0;
+  for (const [name, t] of Object.entries(header)) {
+    if (!name.includes("lora_B") || t.dtype !== "F32") continue;
+    const data = bytes.subarray(8 + headerLength + t.data_offsets[0], 8 + headerLength + t.data_offsets[1]);
+    for (let i = 0; i < data.length; i += 4) sum += Math.abs(data.readFloatLE(i));
+  }
+  return sum;
+}
+
+describe("the embedded 0.5B learns from its own rollouts of a real bundled task", () => {
+  it("rewards differ within a group, a GRPO step changes the adapter, and what it serves changes", async () => {
+    const name = "qwen-learns";
+    await callJson(`${url(stack.ports.gateway)}/v1/runs`, {
+      schema: z.unknown(),
+      body: {
+        name,
+        baseModel: stack.modelName,
+        steps: 2,
+        batchSize: 1,
+        groupSize: 4,
+        concurrency: 4,
+        tasks: [TASK],
+        maxTurns: 3,
+        agentTimeoutSec: 300,
+        seed: 3,
+        train: { learningRate: 1e-4, seed: 3 },
+      },
+    });
+    let run = await callJson(`${url(stack.ports.gateway)}/v1/runs/${name}`, { schema: RunView });
+    for (let i = 0; run.status === "RUNNING" && i < 1_200; i++) {
+      await sleep(2_000);
+      run = await callJson(`${url(stack.ports.gateway)}/v1/runs/${name}`, { schema: RunView });
+    }
+    expect(run.status).toBe("COMPLETED");
+    const metrics = run.progress!.metrics;
+    console.info({ metrics }, "qwen training steps");
+    // The model really calls tools and solves the task some of the time: a learning signal exists.
+    expect(metrics.some((m) => (m.meanToolCalls ?? 0) > 0)).toBe(true);
+    expect(metrics.some((m) => (m.meanReward ?? 0) > 0)).toBe(true);
+    const step = metrics.find((m) => m.applied);
+    expect(step, "no step had rewards that differed within its group").toBeDefined();
+    expect(step!.tokensTrained).toBeGreaterThan(0);
+    expect(step!.logprobDiff).toBeLessThan(0.1); // the trainer scores what vLLM sampled, at its temperature
+    expect(Object.keys(step!.toolCallFormats).length).toBeGreaterThan(0);
+
+    // The adapter's weights moved off their zero initialisation.
+    const stepDir = join(stack.data, "trainer", "runs", name, "steps", String(step!.step).padStart(8, "0"));
+    const adapterFile = join(stepDir, "adapter", "adapter_model.safetensors");
+    expect(loraBNorm(adapterFile)).toBeGreaterThan(0);
+
+    // What the served version answers differs from the base model on the same tokens.
+    const served = `${stack.modelName}/pi/${name}@v${step!.adapterVersion}`;
+    const serving = url(stack.ports.serving);
+    const sample = await callJson(`${serving}/v1/completions`, {
+      schema: CompletionResult,
+      body: { prompt: "Create hello.txt containing Hello, world!", maxTokens: 24, temperature: 0, seed: 1 },
+    });
+    const score = (model: string) =>
+      callJson(`${serving}/v1/score`, {
+        schema: ScoreResult,
+        body: { model, promptTokenIds: sample.promptTokenIds, completionTokenIds: sample.completionTokenIds },
+      });
+    const [base, tuned] = [await score(stack.modelName), await score(served)];
+    expect(tuned.adapter).toMatchObject({ servedName: served, hash: step!.adapterHash });
+    console.info({ base: base.sum, tuned: tuned.sum }, "served logprob of one completion");
+    expect(Math.abs(tuned.sum - base.sum)).toBeGreaterThan(1e-3);
+  }, 1_800_000);
+});

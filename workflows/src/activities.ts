@@ -92,6 +92,20 @@ function trainableCalls(trajectory: Trajectory): ModelCall[] {
 }
 
 /**
+ * Tasks in a stable order that takes each category in turn (ids sorted within a category), so the
+ * first N of them cover the categories evenly.
+ */
+function stratified<T extends { id: string; category: string }>(tasks: T[]): T[] {
+  const byCategory = new Map<string, T[]>();
+  for (const t of [...tasks].sort((a, b) => (a.id < b.id ? -1 : 1)))
+    byCategory.set(t.category, [...(byCategory.get(t.category) ?? []), t]);
+  const queues = [...byCategory.keys()].sort().map((c) => byCategory.get(c)!);
+  const out: T[] = [];
+  for (let i = 0; out.length < tasks.length; i++) for (const q of queues) if (q[i]) out.push(q[i]!);
+  return out;
+}
+
+/**
  * Activities are built by a factory so their dependencies (service URLs) are injected by the
  * worker. Each is an HTTP call to a service; payloads stay small (ids and references).
  */
@@ -136,8 +150,7 @@ export function createActivities(deps: ActivityDeps) {
             await callJson(`${deps.tasksUrl}/v1/tasks`, { schema: z.object({ tasks: z.array(TaskSummary) }) })
           ).tasks.filter((t) => input.ids!.includes(t.id))
         : list.tasks;
-      return all
-        .sort((a, b) => (a.id < b.id ? -1 : 1))
+      return stratified(all)
         .slice(0, input.limit)
         .map((t) => ({ id: t.id, category: t.category, hash: t.hash }));
     },

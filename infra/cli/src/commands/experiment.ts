@@ -35,8 +35,8 @@ export const experimentUsage = `  experiment [--full] [--steps N] [--seed S] [--
 
 /** The two sizes of the experiment: the demo's short one, and the full one that decides. */
 const SIZES = {
-  short: { steps: 3, batch: 2, group: 4, attempts: 1, maxTurns: 4, agentTimeoutSec: 300 },
-  full: { steps: 8, batch: 2, group: 6, attempts: 2, maxTurns: 5, agentTimeoutSec: 420 },
+  short: { steps: 2, batch: 1, group: 4, attempts: 1, heldOut: 8, maxTurns: 4, agentTimeoutSec: 300 },
+  full: { steps: 8, batch: 2, group: 6, attempts: 2, heldOut: 1000, maxTurns: 5, agentTimeoutSec: 420 },
 };
 
 /** Curriculum band: tasks whose measured base success leaves room to learn and gives a signal. */
@@ -120,7 +120,7 @@ export async function experiment(config: StackConfig, flags: ExperimentFlags, sa
       candidate,
       harness,
       attempts: String(attempts),
-      limit: flags.heldout ?? "1000",
+      limit: flags.heldout ?? String(size.heldOut),
       temperature: String(temperature),
     },
     say,

@@ -1,0 +1,100 @@
+import type { EvalReport } from "@bridle/contracts";
+import { describe, expect, it } from "vitest";
+import { loadStackConfig } from "../stack/config.ts";
+import { buildExperimentReport } from "./experiment.ts";
+
+const config = loadStackConfig({});
+
+interface Arms {
+  adapter: number;
+  base: number;
+  ci: [number, number];
+  calls?: [number, number];
+}
+
+/** A paired comparison as the evaluation reports it (the statistics have their own tests). */
+function comparison({ adapter, base, ci, calls = [4, 4] }: Arms, tasks = 12) {
+  const arm = (rate: number, toolCalls: number) => ({
+    successRate: { estimate: rate, low: null, high: null },
+    solved: Math.round(rate * tasks * 2),
+    attempts: tasks * 2,
+    toolCallsPerSolved: toolCalls,
+  });
+  return {
+    tasks,
+    candidate: arm(adapter, calls[0]),
+    baseline: arm(base, calls[1]),
+    difference: { estimate: adapter - base, low: ci[0], high: ci[1] },
+    bothSolved: {
+      tasks: 5,
+      candidateToolCalls: calls[0],
+      baselineToolCalls: calls[1],
+      ratio: calls[0] / calls[1],
+    },
+  };
+}
+
+const report = (arms: Arms) => {
+  const overall = comparison(arms);
+  const evaluation: EvalReport = {
+    candidate: "m/pi/exp@v4",
+    baseline: "m",
+    harness: "pi",
+    attemptsPerTask: 2,
+    temperature: 0.8,
+    overall,
+    categories: [
+      { ...comparison(arms, 6), category: "build" },
+      { ...comparison(arms, 6), category: "repair" },
+    ],
+    environmentFailures: [],
+    servedBy: [],
+  };
+  return buildExperimentReport({
+    name: "exp",
+    config,
+    harness: "pi",
+    steps: 4,
+    seed: 7,
+    temperature: 0.8,
+    candidate: "m/pi/exp@v4",
+    curves: [],
+    eval: evaluation,
+    wallSeconds: 60,
+    command: "bridle experiment --seed 7",
+  });
+};
+
+describe("the experiment's verdict", () => {
+  it("carries every field the learning goal is judged on", () => {
+    const r = report({ adapter: 0.6, base: 0.4, ci: [-0.05, 0.45] });
+    expect(r).toMatchObject({ model: config.modelName, harness: "pi", steps: 4, seed: 7, wallSeconds: 60 });
+    expect(r.command).toBe("bridle experiment --seed 7");
+    expect(r.heldOut).toEqual({ tasks: 12, attempts: 2 });
+    expect(r.success).toEqual({ base: 0.4, adapter: 0.6, diff: expect.closeTo(0.2), ci95: [-0.05, 0.45] });
+    expect(r.callsPerSolved).toEqual({ base: 4, adapter: 4 });
+    expect(r.categories.map((c) => c.category)).toEqual(["build", "repair"]);
+  });
+
+  it("is met when the paired 95% interval of the success difference excludes 0", () => {
+    const r = report({ adapter: 0.7, base: 0.3, ci: [0.1, 0.7] });
+    expect(r.goalMet).toBe(true);
+    expect(r.verdict).toMatch(/beats the base/);
+  });
+
+  it("is met by 20% fewer tool calls only when success is non-inferior", () => {
+    const fewer = report({ adapter: 0.5, base: 0.5, ci: [-0.04, 0.04], calls: [3, 5] });
+    expect(fewer.callsOnBothSolved.reduction).toBeCloseTo(0.4);
+    expect(fewer.goalMet).toBe(true);
+    expect(fewer.verdict).toMatch(/40% fewer tool calls/);
+    const worse = report({ adapter: 0.4, base: 0.5, ci: [-0.3, 0.1], calls: [3, 5] });
+    expect(worse.goalMet).toBe(false);
+    expect(worse.verdict).toMatch(/^not shown/);
+  });
+
+  it("is not met, and says so, when the adapter is no better", () => {
+    const r = report({ adapter: 0.5, base: 0.5, ci: [-0.2, 0.2] });
+    expect(r.goalMet).toBe(false);
+    expect(r.verdict).toMatch(/^not shown: success 50\.0% vs 50\.0%/);
+  });
+});

@@ -19,7 +19,7 @@ const stack: StackConfig = loadStackConfig({
   BRIDLE_DATA: join(sharedStack.data, "..", `${sharedStack.data.split("/").at(-1)}-qwen`),
   BRIDLE_PORT_BASE: "29700",
   BRIDLE_TEMPORAL_PORT: "29233",
-  BRIDLE_TEMPORAL_UI_PORT: "29234",
+  BRIDLE_TEMPORAL_UI_PORT: "30233",
   BRIDLE_VLLM_PORT: "29000",
   BRIDLE_MAX_TOKENS: "256",
 });

@@ -113,6 +113,8 @@ export interface StackConfig {
   apiToken: string | undefined;
   logLevel: string;
   dirs: { logs: string; run: string; temporal: string };
+  /** The settings it was loaded from (BRIDLE_* and LOG_LEVEL): the supervisor is started with these. */
+  settings: Record<string, string>;
 }
 
 export function loadStackConfig(source: Record<string, string | undefined> = process.env): StackConfig {
@@ -152,6 +154,12 @@ export function loadStackConfig(source: Record<string, string | undefined> = pro
     apiToken: env.BRIDLE_API_TOKEN,
     logLevel: env.LOG_LEVEL,
     dirs: { logs: join(data, "logs"), run: join(data, "run"), temporal: join(data, "temporal") },
+    settings: Object.fromEntries(
+      Object.entries(source).filter(
+        (e): e is [string, string] =>
+          (e[0].startsWith("BRIDLE_") || e[0] === "LOG_LEVEL") && e[1] !== undefined,
+      ),
+    ),
   };
 }
 

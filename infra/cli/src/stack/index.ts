@@ -95,7 +95,14 @@ function spawnSupervisor(config: StackConfig): void {
     ["--import", "tsx", join(repoRoot, "infra/cli/src/main.ts"), "supervise"],
     {
       cwd: repoRoot,
-      env: process.env,
+      // The supervisor loads its configuration from its environment: give it this stack's settings,
+      // not whatever this process has (a test or a bench may run a second stack beside its own).
+      env: {
+        ...Object.fromEntries(
+          Object.entries(process.env).filter(([k]) => !k.startsWith("BRIDLE_") && k !== "LOG_LEVEL"),
+        ),
+        ...config.settings,
+      },
       stdio: ["ignore", out, out],
       detached: true,
     },

@@ -22,6 +22,7 @@ export interface VllmProcess {
 export async function startVllm(port: number, maxLoras: number, logDir?: string): Promise<VllmProcess> {
   const dir = logDir ?? mkdtempSync(join(tmpdir(), "bridle-vllm-"));
   const config = loadStackConfig({
+    BRIDLE_MODEL: "smollm2-135m", // the adapters here are made for the smallest model
     BRIDLE_HOME: bridleHome,
     BRIDLE_DATA: dir,
     BRIDLE_VLLM_PORT: String(port),

@@ -36,6 +36,7 @@ async function reloadLatency(data: string): Promise<void> {
     { cwd, env: pyEnv, stdio: "ignore" },
   );
   const config = loadStackConfig({
+    BRIDLE_MODEL: "smollm2-135m", // the adapters here are made for the smallest model
     BRIDLE_HOME: home,
     BRIDLE_DATA: data,
     BRIDLE_PORT_BASE: "19650",

@@ -224,7 +224,8 @@ export function stackComponents(config: StackConfig): Component[] {
           "json",
         ],
       },
-      startTimeoutMs: 60_000,
+      // It bundles the workflow code first: 20-40 s on 2 busy cores.
+      startTimeoutMs: 180_000,
     },
   );
   return components;

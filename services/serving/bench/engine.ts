@@ -1,0 +1,90 @@
+/**
+ * vLLM for the benchmark, started from the stack launcher's own component definition (so the figures
+ * are the stack's), and stopped so that no engine process outlives the run.
+ */
+import { readdirSync, readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { type Running, type StackConfig, stackComponents, startComponent } from "@bridle/cli/stack";
+
+/** A process as /proc names it: the start time tells a live process from a recycled pid. */
+interface Proc {
+  pid: number;
+  ppid: number;
+  started: string;
+}
+
+function readProc(pid: number): Proc | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the command name, which may itself hold spaces and parentheses.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (fields[0] === "Z") return undefined; // a zombie holds no memory and no port
+    return { pid, ppid: Number(fields[1]), started: fields[19] ?? "" };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Every live descendant of `root`: vLLM's engine core and its workers are child processes. */
+function descendants(root: number): Proc[] {
+  const all = readdirSync("/proc")
+    .filter((name) => /^\d+$/.test(name))
+    .map((name) => readProc(Number(name)))
+    .filter((p): p is Proc => p !== undefined);
+  const found: Proc[] = [];
+  let parents = new Set([root]);
+  while (parents.size > 0) {
+    const children = all.filter((p) => parents.has(p.ppid));
+    found.push(...children);
+    parents = new Set(children.map((p) => p.pid));
+  }
+  return found;
+}
+
+export interface Engine {
+  /** Stops vLLM cleanly; resolves to the engine processes that had to be killed afterwards. */
+  stop(): Promise<number[]>;
+}
+
+/** Starts only the stack's "vllm" component of `config`, logging into `logDir`. */
+export async function startEngine(config: StackConfig, logDir: string): Promise<Engine> {
+  const component = stackComponents(config).find((c) => c.name === "vllm");
+  if (!component) throw new Error("the stack defines no vllm component (is BRIDLE_VLLM_URL set?)");
+  // startComponent trusts the health URL: a server already on the port would be benchmarked instead.
+  if (await portTaken(config.host, config.ports.vllm)) {
+    throw new Error(`port ${config.ports.vllm} is taken; set BRIDLE_VLLM_PORT to a free one`);
+  }
+  const running: Running = await startComponent(component, logDir, component.startTimeoutMs);
+  let stopped: Promise<number[]> | undefined;
+  const stop = async () => {
+    // Taken before the stop: once the server exits, an orphaned engine core is no longer its child.
+    const family = [readProc(running.pid), ...descendants(running.pid)].filter((p) => p !== undefined);
+    await running.stop();
+    const alive = () => family.filter((p) => readProc(p.pid)?.started === p.started);
+    const deadline = Date.now() + 15_000;
+    while (alive().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    const left = alive();
+    for (const p of left) {
+      try {
+        process.kill(p.pid, "SIGKILL");
+      } catch {
+        // gone in the meantime
+      }
+    }
+    return left.map((p) => p.pid);
+  };
+  return {
+    stop: () => {
+      stopped ??= stop();
+      return stopped;
+    },
+  };
+}
+
+function portTaken(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(true));
+    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve(false)));
+  });
+}

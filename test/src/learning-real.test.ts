@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { down, loadStackConfig, type StackConfig, up } from "@bridle/cli/stack";
 import { CompletionResult, RunProgress, ScoreResult, WorkflowStatus } from "@bridle/contracts";
@@ -28,7 +28,8 @@ const RunView = z.object({ status: WorkflowStatus, progress: RunProgress.nullabl
 const TASK = "build-hello-file";
 
 beforeAll(async () => {
-  await down(stack);
+  await down(stack); // a stack left over from an interrupted run
+  rmSync(stack.data, { recursive: true, force: true });
   await up(stack, (line) => process.stdout.write(`[qwen stack] ${line}\n`));
   const imported = await callJson(`${url(stack.ports.tasks)}/v1/tasks/import`, {
     schema: z.object({ verdicts: z.array(z.object({ ok: z.boolean() })) }),

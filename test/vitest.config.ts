@@ -3,6 +3,7 @@ import { testStackEnv } from "./src/stack-env.ts";
 
 export default defineConfig({
   test: {
+    include: ["src/**/*.test.ts"],
     // One real stack per run, shared by every end-to-end file.
     globalSetup: ["./src/global-setup.ts"],
     env: testStackEnv,

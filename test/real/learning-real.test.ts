@@ -5,7 +5,7 @@ import { CompletionResult, RunProgress, ScoreResult, WorkflowStatus } from "@bri
 import { callJson } from "@bridle/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { config as sharedStack, sleep } from "./helpers.ts";
+import { config as sharedStack, sleep } from "../src/helpers.ts";
 
 /**
  * The embedded default model, Qwen2.5-Coder-0.5B, really learning from real rollouts of a real

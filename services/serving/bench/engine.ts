@@ -25,6 +25,23 @@ function readProc(pid: number): Proc | undefined {
   }
 }
 
+const commandLine = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8");
+  } catch {
+    return "";
+  }
+};
+
+/** SIGKILL to a pid (or, negative, a process group) that may be gone already. */
+const kill = (target: number) => {
+  try {
+    process.kill(target, "SIGKILL");
+  } catch {
+    // gone in the meantime
+  }
+};
+
 /** Every live descendant of `root`: vLLM's engine core and its workers are child processes. */
 function descendants(root: number): Proc[] {
   const all = readdirSync("/proc")
@@ -54,7 +71,17 @@ export async function startEngine(config: StackConfig, logDir: string): Promise<
   if (await portTaken(config.host, config.ports.vllm)) {
     throw new Error(`port ${config.ports.vllm} is taken; set BRIDLE_VLLM_PORT to a free one`);
   }
-  const running: Running = await startComponent(component, logDir, component.startTimeoutMs);
+  let running: Running;
+  try {
+    running = await startComponent(component, logDir, component.startTimeoutMs);
+  } catch (err) {
+    // A server that never got healthy is still running, detached in its own process group.
+    const marker = `--port\0${config.ports.vllm}\0`;
+    for (const p of descendants(process.pid)) {
+      if (commandLine(p.pid).includes(marker)) kill(-p.pid);
+    }
+    throw err;
+  }
   let stopped: Promise<number[]> | undefined;
   const stop = async () => {
     // Taken before the stop: once the server exits, an orphaned engine core is no longer its child.
@@ -64,13 +91,7 @@ export async function startEngine(config: StackConfig, logDir: string): Promise<
     const deadline = Date.now() + 15_000;
     while (alive().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
     const left = alive();
-    for (const p of left) {
-      try {
-        process.kill(p.pid, "SIGKILL");
-      } catch {
-        // gone in the meantime
-      }
-    }
+    for (const p of left) kill(p.pid);
     return left.map((p) => p.pid);
   };
   return {

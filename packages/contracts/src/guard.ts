@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { Seed } from "./training.ts";
 
 /**
  * The guard's rules. Each has a stable id that notices, capture records and `bridle guard check`
@@ -148,15 +149,9 @@ export const SessionRegistration = z
       .describe(
         "Sampling temperature set on every call, with plain sampling otherwise (top_p 1, no top-k or penalties), whatever the harness asks; absent: the harness's own",
       ),
-    seed: z
-      .number()
-      .int()
-      .min(0)
-      .max(2 ** 31 - 1)
-      .optional()
-      .describe(
-        "With a temperature: each call gets a seed derived from this one and the conversation's length",
-      ),
+    seed: Seed.optional().describe(
+      "With a temperature: each call gets a seed derived from this one and the conversation's length",
+    ),
     labels: z.record(z.string(), z.string()).default({}).describe("Free-form: run id, task id, harness"),
   })
   .strict();

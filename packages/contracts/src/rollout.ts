@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { Seed } from "./training.ts";
 
 const Id = z
   .string()
@@ -36,13 +37,9 @@ export const RolloutRequest = z
       .max(2)
       .optional()
       .describe("Sampling temperature the guard enforces on every model call; absent: the harness's own"),
-    seed: z
-      .number()
-      .int()
-      .min(0)
-      .max(2 ** 31 - 1)
-      .optional()
-      .describe("Sampling seed of the rollout's calls (with a temperature); absent: unseeded"),
+    seed: Seed.optional().describe(
+      "Sampling seed of the rollout's calls (with a temperature); absent: unseeded",
+    ),
     labels: z.record(z.string(), z.string()).default({}),
   })
   .strict();

@@ -1,7 +1,8 @@
 import { z } from "zod";
 import { EvalReport } from "./evaluation.ts";
+import { WorkflowStatus } from "./probe.ts";
 import { Calibration } from "./tasks.ts";
-import { RunId, TrainConfig } from "./training.ts";
+import { RunId, Seed, TrainConfig } from "./training.ts";
 
 /** How each rollout of a training run or an evaluation runs: the same fields, the same defaults. */
 const rolloutLimits = {
@@ -24,12 +25,7 @@ export const TrainingRunConfig = z
     steps: z.number().int().min(1).max(100_000).default(2),
     batchSize: z.number().int().min(1).max(256).default(1).describe("Tasks per step"),
     groupSize: z.number().int().min(1).max(64).default(2).describe("Rollouts per task (the GRPO group)"),
-    seed: z
-      .number()
-      .int()
-      .min(0)
-      .max(2 ** 31 - 1)
-      .default(0),
+    seed: Seed.default(0),
     temperature: z
       .number()
       .min(0)
@@ -142,13 +138,7 @@ export const EvalConfig = z
     limit: z.number().int().min(1).max(1_000).default(100).describe("First N held-out tasks"),
     attempts: z.number().int().min(1).max(16).default(1),
     temperature: z.number().min(0).max(2).default(0.8),
-    seed: z
-      .number()
-      .int()
-      .min(0)
-      .max(2 ** 31 - 1)
-      .default(0)
-      .describe("Seeds each (task, attempt)'s sampling, the same for both arms"),
+    seed: Seed.default(0).describe("Seeds each (task, attempt)'s sampling, the same for both arms"),
     ...rolloutLimits,
   })
   .strict();
@@ -171,12 +161,7 @@ export const CalibrationConfig = z
     tasks: z.array(z.string().min(1)).min(1).describe("Task ids, of any split"),
     attempts: z.number().int().min(1).max(64).default(8),
     temperature: z.number().min(0).max(2).default(0.8).describe("The training temperature"),
-    seed: z
-      .number()
-      .int()
-      .min(0)
-      .max(2 ** 31 - 1)
-      .default(0),
+    seed: Seed.default(0),
     ...rolloutLimits,
   })
   .strict();
@@ -188,3 +173,19 @@ export const CalibrationOutput = z.object({
   environmentFailures: z.number().int(),
 });
 export type CalibrationOutput = z.infer<typeof CalibrationOutput>;
+
+/** How far a job (an evaluation, a calibration) has got: rollouts done of all it runs. */
+export const JobProgress = z.object({ done: z.number().int(), total: z.number().int() });
+export type JobProgress = z.infer<typeof JobProgress>;
+
+/** The gateway's view of a job: its status, progress while it runs, its output once done. */
+export const jobView = <O extends z.ZodType>(output: O) =>
+  z.object({
+    id: z.string(),
+    workflowId: z.string(),
+    status: WorkflowStatus,
+    uiUrl: z.string(),
+    progress: JobProgress.nullable(),
+    output: output.nullable(),
+    failure: z.string().nullable(),
+  });

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { Seed } from "./training.ts";
 
 /** The task families of the bundled suite and of imported Harbor tasks. */
 export const TaskCategory = z.enum(["build", "repair", "extend", "qa"]);
@@ -178,11 +179,7 @@ export type ImportResult = z.infer<typeof ImportResult>;
 export const SampleRequest = z
   .object({
     size: z.number().int().min(1).max(1_000),
-    seed: z
-      .number()
-      .int()
-      .min(0)
-      .max(2 ** 31 - 1),
+    seed: Seed,
     cursor: z.number().int().min(0).default(0).describe("Position in the seeded sequence; pass nextCursor"),
     split: TaskSplit.default("train"),
     categories: z.array(TaskCategory).min(1).optional(),

@@ -5,6 +5,13 @@ export const RunId = z
   .string()
   .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, "1-128 letters, digits, '.', '_' or '-'");
 
+/** A seed: a non-negative 31-bit integer (what vLLM, torch and the sampler all take). */
+export const Seed = z
+  .number()
+  .int()
+  .min(0)
+  .max(2 ** 31 - 1);
+
 const TokenIds = z.array(z.number().int().nonnegative()).min(1);
 
 /** One model call of a rollout, as the guard captured it. */

@@ -1,22 +1,8 @@
 import type { CalibrationConfig, CalibrationOutput, RolloutResult } from "@bridle/contracts";
-import { TaskQueues } from "@bridle/contracts";
-import { defineQuery, proxyActivities, setHandler } from "@temporalio/workflow";
-import type { Activities } from "../activities.ts";
+import { setHandler } from "@temporalio/workflow";
+import { heldOutTasks, jobProgress, recordCalibration, runRollout } from "./job.ts";
 import { mapPool } from "./pool.ts";
 import { rolloutSeed } from "./seed.ts";
-
-const { heldOutTasks, recordCalibration } = proxyActivities<Activities>({
-  startToCloseTimeout: "2 minutes",
-  retry: { maximumAttempts: 10 },
-});
-const { runRollout } = proxyActivities<Activities>({
-  taskQueue: TaskQueues.rollout,
-  startToCloseTimeout: "6 hours",
-  heartbeatTimeout: "30 seconds",
-  retry: { initialInterval: "5 seconds", maximumInterval: "2 minutes", maximumAttempts: 20 },
-});
-
-export const calibrationProgress = defineQuery<{ done: number; total: number }>("progress");
 
 /**
  * Measures each task's base success: k rollouts of one model in one harness at the training
@@ -29,7 +15,7 @@ export async function calibration(config: CalibrationConfig & { id: string }): P
     Array.from({ length: config.attempts }, (_, attempt) => ({ task, attempt })),
   );
   let done = 0;
-  setHandler(calibrationProgress, () => ({ done, total: jobs.length }));
+  setHandler(jobProgress, () => ({ done, total: jobs.length }));
   const results = await mapPool(jobs, config.concurrency, async ({ task, attempt }) => {
     const result = await runRollout({
       rolloutId: `${config.id}/${task.id}/${attempt}`,

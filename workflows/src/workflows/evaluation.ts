@@ -1,22 +1,9 @@
-import { type EvalConfig, type EvalOutcome, type EvalOutput, TaskQueues } from "@bridle/contracts";
+import type { EvalConfig, EvalOutcome, EvalOutput } from "@bridle/contracts";
 import { buildReport, renderMarkdown } from "@bridle/evaluation";
-import { defineQuery, proxyActivities, setHandler, workflowInfo } from "@temporalio/workflow";
-import type { Activities } from "../activities.ts";
+import { setHandler, workflowInfo } from "@temporalio/workflow";
+import { heldOutTasks, jobProgress, resolveServed, runRollout, writeReport } from "./job.ts";
 import { mapPool } from "./pool.ts";
 import { rolloutSeed } from "./seed.ts";
-
-const { heldOutTasks, resolveServed, writeReport } = proxyActivities<Activities>({
-  startToCloseTimeout: "2 minutes",
-  retry: { maximumAttempts: 10 },
-});
-const { runRollout } = proxyActivities<Activities>({
-  taskQueue: TaskQueues.rollout,
-  startToCloseTimeout: "6 hours",
-  heartbeatTimeout: "30 seconds",
-  retry: { initialInterval: "5 seconds", maximumInterval: "2 minutes", maximumAttempts: 20 },
-});
-
-export const evalProgress = defineQuery<{ done: number; total: number }>("progress");
 
 /**
  * Adapter vs base model (or two adapter versions) on held-out tasks with the harness fixed: N
@@ -35,7 +22,7 @@ export async function evaluation(config: EvalConfig & { id: string }): Promise<E
     baseline: { model: config.baseline, ...(await resolveServed(config.baseline)) },
   };
   let done = 0;
-  setHandler(evalProgress, () => ({ done, total: jobs.length }));
+  setHandler(jobProgress, () => ({ done, total: jobs.length }));
 
   const outcomes = await mapPool(
     jobs,

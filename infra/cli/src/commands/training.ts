@@ -1,5 +1,12 @@
 import { resolve } from "node:path";
-import { CalibrationOutput, EvalOutput, ImportResult, RunProgress, WorkflowStatus } from "@bridle/contracts";
+import {
+  CalibrationOutput,
+  EvalOutput,
+  ImportResult,
+  jobView,
+  RunProgress,
+  WorkflowStatus,
+} from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
 import { z } from "zod";
 import { repoRoot } from "../stack/config.ts";
@@ -15,17 +22,6 @@ const RunView = z.object({
   progress: RunProgress.nullable(),
 });
 type RunView = z.infer<typeof RunView>;
-/** The gateway's view of a job (an evaluation, a calibration) with its output schema. */
-const jobView = <O extends z.ZodType>(output: O) =>
-  z.object({
-    id: z.string(),
-    workflowId: z.string(),
-    status: WorkflowStatus,
-    uiUrl: z.string(),
-    progress: z.object({ done: z.number(), total: z.number() }).nullable(),
-    output: output.nullable(),
-    failure: z.string().nullable(),
-  });
 const EvalView = jobView(EvalOutput);
 export const CalibrationView = jobView(CalibrationOutput);
 

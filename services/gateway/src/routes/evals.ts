@@ -1,7 +1,5 @@
 import { CalibrationConfig, CalibrationOutput, EvalConfig, EvalOutput } from "@bridle/contracts";
-import { type JobDeps, jobRoutes, jobView } from "./jobs.ts";
-
-export const EvalView = jobView(EvalOutput);
+import { type JobDeps, jobRoutes } from "./jobs.ts";
 
 /** Evaluations: adapter vs base (or two versions) on held-out tasks, started over HTTP. */
 export const evalRoutes = (deps: JobDeps) =>

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { SearchAttributes, TaskQueues, WorkflowStatus } from "@bridle/contracts";
+import { jobView, SearchAttributes, TaskQueues } from "@bridle/contracts";
 import { createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import {
@@ -37,18 +37,6 @@ export interface JobDeps {
   namespace: string;
   uiUrl: string;
 }
-
-/** The view of a job: its status, progress while it runs, its output once done. */
-export const jobView = <O extends z.ZodType>(output: O) =>
-  z.object({
-    id: z.string(),
-    workflowId: z.string(),
-    status: WorkflowStatus,
-    uiUrl: z.string(),
-    progress: z.object({ done: z.number().int(), total: z.number().int() }).nullable(),
-    output: output.nullable(),
-    failure: z.string().nullable(),
-  });
 
 /** POST / starts a job; GET /{id} reads it (with ?wait=true, once it has ended). */
 export function jobRoutes<C extends JobConfig>(kind: JobKind<C>, deps: JobDeps) {

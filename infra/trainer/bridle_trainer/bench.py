@@ -42,7 +42,8 @@ def make_batch(size: int, prompt_len: int, completion_len: int, vocab: int) -> l
 
 
 def plain_loop(trainer: Trainer, trajectories: list[dict[str, Any]], iterations: int, lr: float) -> int:
-    """A textbook PEFT loop on the same base model and sequences; returns the tokens it processed."""
+    """A textbook PEFT loop on the same base model, sequences and number format (bf16 autocast when
+    the trainer uses it); returns the tokens it processed."""
     base = trainer.lora.peft.unload() if trainer.lora.peft is not None else trainer.lora._base
     torch.manual_seed(0)
     lora = LoraConfig(
@@ -55,7 +56,9 @@ def plain_loop(trainer: Trainer, trajectories: list[dict[str, Any]], iterations:
     adv = torch.tensor([t["reward"] - 0.5 for t in trajectories], device=trainer.device)
     for _ in range(iterations):
         optimizer.zero_grad()
-        logp = token_logprobs(model(input_ids=ids).logits, ids)
+        with trainer.precision():
+            logits = model(input_ids=ids).logits
+        logp = token_logprobs(logits.float(), ids)
         loss = -(logp.sum(-1) * adv).mean()
         loss.backward()
         optimizer.step()
@@ -76,6 +79,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", required=True, type=Path)
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--prompt-tokens", type=int, default=24)
     parser.add_argument("--completion-tokens", type=int, default=24)
@@ -83,7 +87,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as data:
-        trainer = Trainer(args.model, Path(data), args.device)
+        trainer = Trainer(args.model, Path(data), args.device, args.precision)
         trajectories = make_batch(args.batch, args.prompt_tokens, args.completion_tokens, trainer.vocab_size)
         config = {
             "learningRate": 1e-5,
@@ -119,6 +123,7 @@ def main() -> None:
             json.dumps(
                 {
                     "device": trainer.device.type,
+                    "precision": args.precision,
                     "sequences": args.batch,
                     "tokensPerSequence": args.prompt_tokens + args.completion_tokens,
                     "iterations": args.iterations,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -100,14 +99,18 @@ def optimizer_steps(optimizer: torch.optim.Optimizer) -> int:
 class Trainer:
     """Holds the base model and the last committed step's adapter and optimiser state in memory."""
 
-    def __init__(self, model_dir: Path, data_dir: Path, device: str = "auto") -> None:
+    def __init__(
+        self, model_dir: Path, data_dir: Path, device: str = "auto", precision: str = "fp32"
+    ) -> None:
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be fp32 or bf16, not {precision!r}")
         self.device = pick_device(device)
         base = load_base(model_dir, self.device)
         self.vocab_size = int(base.config.vocab_size)
         self.max_tokens = int(base.config.max_position_embeddings)
         self.lora = LoraModel(base, self.device)
-        # TRAINER_AUTOCAST=bf16 trains with bf16 matmuls over fp32 weights (faster where the CPU has AMX).
-        self.autocast = os.environ.get("TRAINER_AUTOCAST", "off") == "bf16"
+        # bf16: bf16 matmuls over fp32 master weights (several times faster where the CPU has AMX).
+        self.autocast = precision == "bf16"
         self.store = StepStore(data_dir)
         self.store.clean_partial()
         self.optimizer: torch.optim.Optimizer | None = None

@@ -84,16 +84,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", required=True, type=Path, help="base model directory (HF safetensors)")
     parser.add_argument("--data", required=True, type=Path, help="where step records and adapters live")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:n]")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="matmul number format")
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     exit_with_parent(os.getppid())
     channel = Channel(sys.stdout)
     sys.stdout = sys.stderr  # libraries that print must not corrupt the protocol
-    trainer = Trainer(args.model, args.data, args.device)
+    trainer = Trainer(args.model, args.data, args.device, args.precision)
     channel.send(
         {
             "type": "ready",
             "device": trainer.device.type,
+            "precision": args.precision,
             "vocabSize": trainer.vocab_size,
             "maxTokens": trainer.max_tokens,
         }

@@ -70,6 +70,26 @@ def test_a_step_raises_the_rewarded_completion_relative_to_the_other(trainer):
     assert events[-1][0] == "save" and ("train", 2, 2) in events
 
 
+def test_bf16_matmuls_learn_in_the_same_direction(trainer):
+    trainer.autocast = True  # what --precision bf16 sets: bf16 matmuls over fp32 master weights
+    try:
+        gap_before = sequence_logprob(trainer, GOOD) - sequence_logprob(trainer, BAD)
+        result = trainer.step(batch(trainer, "learn-bf16", 1), noop)
+        gap_after = sequence_logprob(trainer, GOOD) - sequence_logprob(trainer, BAD)
+    finally:
+        trainer.autocast = False
+    assert result["applied"] is True
+    assert gap_after > gap_before + 0.1
+    assert result["logprobDiff"] < 0.1  # bf16 scoring stays close to the sampling logprobs
+
+
+def test_an_unknown_precision_is_refused_before_the_model_loads(tmp_path):
+    from bridle_trainer.trainer import Trainer
+
+    with pytest.raises(ValueError, match="precision must be fp32 or bf16, not 'fp16'"):
+        Trainer(tmp_path / "no-model", tmp_path, "cpu", "fp16")
+
+
 def test_a_finished_step_is_replayed_and_a_different_batch_is_refused(trainer):
     request = batch(trainer, "once", 1)
     first = trainer.step(request, noop)

@@ -88,8 +88,15 @@ async function reloadLatency(data: string): Promise<void> {
   }
 }
 
-function throughput(): void {
-  const out = execFileSync(python, ["-m", "bridle_trainer.bench", "--model", modelDir], {
+/**
+ * The trainer on the embedded default (BRIDLE_MODEL, 0.5B unless set) with harness-sized sequences,
+ * in each number format, against a plain PEFT loop in the same format and process.
+ */
+function throughput(precision: "fp32" | "bf16"): void {
+  const model = loadStackConfig({ ...process.env, BRIDLE_HOME: home });
+  const args = ["-m", "bridle_trainer.bench", "--model", model.modelDir, "--precision", precision];
+  const shape = ["--batch", "2", "--prompt-tokens", "896", "--completion-tokens", "128", "--repeats", "2"];
+  const out = execFileSync(python, [...args, ...shape], {
     cwd,
     env: pyEnv,
     stdio: ["ignore", "pipe", "ignore"],
@@ -98,7 +105,7 @@ function throughput(): void {
   const f = JSON.parse(out.trim().split("\n").at(-1)!) as Record<string, number | string>;
   const n = (k: string) => Number(f[k]);
   console.log(
-    `\nTraining throughput (${f.device}; ${f.sequences} sequences x ${f.tokensPerSequence} tokens, ${f.iterations} iterations, median of ${f.repeats})`,
+    `\nTraining throughput, ${model.model.key} ${f.precision} (${f.device}; ${f.sequences} sequences x ${f.tokensPerSequence} tokens, ${f.iterations} iterations, median of ${f.repeats})`,
   );
   row(
     "trainer step (validation + atomic save included)",
@@ -127,7 +134,8 @@ function throughput(): void {
 const data = mkdtempSync(join(tmpdir(), "bridle-bench-"));
 try {
   await reloadLatency(data);
-  throughput();
+  throughput("fp32");
+  throughput("bf16");
 } finally {
   rmSync(data, { recursive: true, force: true });
 }

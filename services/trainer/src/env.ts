@@ -26,6 +26,10 @@ export const TrainerEnv = BaseEnv.extend({
     .string()
     .regex(/^(auto|cpu|cuda(:\d+)?)$/, "auto, cpu, cuda or cuda:N")
     .default("auto"),
+  TRAINER_PRECISION: z
+    .enum(["fp32", "bf16"])
+    .default("fp32")
+    .describe("Matmul number format: bf16 (fp32 master weights) where the CPU has AMX or AVX512-BF16"),
   TRAINER_RESTART_DELAY_MS: z.coerce.number().int().nonnegative().default(1_000),
 });
 export type TrainerEnv = z.infer<typeof TrainerEnv>;

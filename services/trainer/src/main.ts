@@ -10,6 +10,7 @@ const worker = new TrainerWorker({
   modelDir: env.TRAINER_MODEL_DIR,
   dataDir: env.TRAINER_DATA_DIR,
   device: env.TRAINER_DEVICE,
+  precision: env.TRAINER_PRECISION,
   restartDelayMs: env.TRAINER_RESTART_DELAY_MS,
   log,
 });

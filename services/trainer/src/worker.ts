@@ -10,6 +10,8 @@ export interface WorkerOptions {
   modelDir: string;
   dataDir: string;
   device: string;
+  /** Matmul number format: bf16 where the CPU has AMX or AVX512-BF16, fp32 elsewhere. */
+  precision?: "fp32" | "bf16";
   restartDelayMs: number;
   log: Logger;
 }
@@ -68,12 +70,23 @@ export class TrainerWorker {
   }
 
   start(): void {
-    const { python, modelDir, dataDir, device, log } = this.options;
+    const { python, modelDir, dataDir, device, log, precision = "fp32" } = this.options;
     this.info.state = this.info.restarts > 0 ? "restarting" : "starting";
     const cwd = join(repoRoot, "infra", "trainer");
     const child = spawn(
       python,
-      ["-m", "bridle_trainer", "--model", modelDir, "--data", dataDir, "--device", device],
+      [
+        "-m",
+        "bridle_trainer",
+        "--model",
+        modelDir,
+        "--data",
+        dataDir,
+        "--device",
+        device,
+        "--precision",
+        precision,
+      ],
       {
         cwd,
         env: {
@@ -89,7 +102,7 @@ export class TrainerWorker {
     );
     this.child = child;
     this.info.pid = child.pid ?? null;
-    log.info({ pid: child.pid, device }, "trainer worker starting");
+    log.info({ pid: child.pid, device, precision }, "trainer worker starting");
     createInterface({ input: child.stdout! }).on("line", (line) => this.onLine(line));
     createInterface({ input: child.stderr! }).on("line", (line) => {
       this.stderrTail = [...this.stderrTail.slice(-19), line];

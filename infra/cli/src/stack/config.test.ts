@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { loadStackConfig } from "./config.ts";
+import { stackComponents } from "./components.ts";
+import { autoPrecision, loadStackConfig } from "./config.ts";
 
 describe("stack settings", () => {
   it("derives every service port from the base", () => {
@@ -20,5 +21,19 @@ describe("stack settings", () => {
     expect(() => loadStackConfig({ BRIDLE_VLLM_MAX_LORA_RANK: "12" })).toThrow(
       /BRIDLE_VLLM_MAX_LORA_RANK: must be one of/,
     );
+  });
+
+  it("serves and trains in bf16 only where the CPU multiplies bf16 natively", () => {
+    const cpu = (flags: string) => `processor\t: 0\nflags\t\t: fpu sse2 ${flags}\n`;
+    expect(autoPrecision(cpu("avx2 avx512f amx_bf16 amx_tile"))).toBe("bf16");
+    expect(autoPrecision(cpu("avx2 avx512f avx512_bf16"))).toBe("bf16");
+    expect(autoPrecision(cpu("avx2 fma"))).toBe("fp32");
+    expect(autoPrecision("")).toBe("fp32");
+    const config = loadStackConfig({ BRIDLE_PRECISION: "fp32" });
+    const components = stackComponents(config);
+    const vllm = components.find((c) => c.name === "vllm")!;
+    expect(vllm.args[vllm.args.indexOf("--dtype") + 1]).toBe("float32");
+    expect(components.find((c) => c.name === "trainer")!.env.TRAINER_PRECISION).toBe("fp32");
+    expect(() => loadStackConfig({ BRIDLE_PRECISION: "fp16" })).toThrow(/BRIDLE_PRECISION/);
   });
 });

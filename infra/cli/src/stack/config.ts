@@ -55,6 +55,12 @@ export const StackEnv = z.object({
     .max(1024)
     .default(2)
     .describe("vLLM's CPU KV cache, GiB"),
+  BRIDLE_PRECISION: z
+    .enum(["auto", "bf16", "fp32"])
+    .default("auto")
+    .describe(
+      "Serving and training number format; auto: bf16 where the CPU has bf16 matmul units (AMX, AVX512-BF16), else fp32",
+    ),
   BRIDLE_VLLM_MAX_LORAS: z.coerce.number().int().min(1).max(64).default(4),
   BRIDLE_VLLM_MAX_LORA_RANK: z.coerce
     .number()
@@ -91,6 +97,8 @@ export interface StackConfig {
   modelName: string;
   model: CatalogModel & { key: string };
   kvCacheGib: number;
+  /** The number format vLLM serves in and the trainer's matmuls use (BRIDLE_PRECISION resolved). */
+  precision: "bf16" | "fp32";
   ports: {
     gateway: number;
     serving: number;
@@ -133,6 +141,7 @@ export function loadStackConfig(source: Record<string, string | undefined> = pro
     modelName: env.BRIDLE_MODEL_NAME ?? env.BRIDLE_MODEL,
     model: { ...model, key: env.BRIDLE_MODEL },
     kvCacheGib: env.BRIDLE_VLLM_KV_GIB,
+    precision: env.BRIDLE_PRECISION === "auto" ? autoPrecision() : env.BRIDLE_PRECISION,
     ports: {
       gateway: base,
       serving: base + 1,
@@ -172,4 +181,22 @@ export function missingInstall(config: StackConfig): string[] {
     missing.push(`the embedded model (${config.modelDir})`);
   }
   return missing;
+}
+
+/**
+ * bf16 where the CPU multiplies bf16 natively (AMX tiles or AVX512-BF16): there it is the faster
+ * format for both serving and training. Elsewhere (AVX2-only hosts) vLLM and torch fall back to slow
+ * bf16 kernels, and fp32 is several times faster, so fp32 is the default there.
+ */
+export function autoPrecision(cpuinfo = readCpuinfo()): "bf16" | "fp32" {
+  const flags = new Set(/^flags\s*:(.*)$/m.exec(cpuinfo)?.[1]?.trim().split(/\s+/) ?? []);
+  return flags.has("amx_bf16") || flags.has("avx512_bf16") ? "bf16" : "fp32";
+}
+
+function readCpuinfo(): string {
+  try {
+    return readFileSync("/proc/cpuinfo", "utf8");
+  } catch {
+    return "";
+  }
 }

@@ -36,10 +36,13 @@ export const experimentUsage = `  experiment [--full] [--steps N] [--seed S] [--
 /** The two sizes of the experiment: the demo's short one, and the full one that decides. */
 const SIZES = {
   short: { steps: 2, batch: 1, group: 4, attempts: 1, heldOut: 8, maxTurns: 4, agentTimeoutSec: 300 },
-  full: { steps: 8, batch: 2, group: 6, attempts: 2, heldOut: 1000, maxTurns: 5, agentTimeoutSec: 420 },
+  full: { steps: 6, batch: 2, group: 6, attempts: 2, heldOut: 1000, maxTurns: 5, agentTimeoutSec: 420 },
 };
 
-/** Curriculum band: tasks whose measured base success leaves room to learn and gives a signal. */
+/**
+ * Curriculum band on the base's mean verifier score (partial credit counts): a task inside it gives
+ * a group of rollouts different rewards, so GRPO has a signal, and leaves room to learn.
+ */
 const BAND = { min: 0.05, max: 0.8 };
 
 const int = (v: string | undefined, d: number) => (v === undefined ? d : Number(v));
@@ -56,12 +59,12 @@ async function trainingTasks(config: StackConfig, flags: ExperimentFlags, harnes
       (c) =>
         c.model === config.modelName &&
         c.harness === harness &&
-        c.successRate >= BAND.min &&
-        c.successRate <= BAND.max,
+        c.meanCorrectness >= BAND.min &&
+        c.meanCorrectness <= BAND.max,
     ),
   );
   if (banded.length >= 2) {
-    say(`curriculum: ${banded.length} training tasks with base success in [${BAND.min}, ${BAND.max}]`);
+    say(`curriculum: ${banded.length} training tasks with base mean score in [${BAND.min}, ${BAND.max}]`);
     return banded.map((t) => t.id);
   }
   say(

@@ -1,0 +1,5 @@
+LIMIT = 10
+
+
+def clamp(n):
+    return min(n, LIMIT)

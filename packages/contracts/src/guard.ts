@@ -80,13 +80,33 @@ export const RuleSettings = z
   .strict();
 export type RuleSettings = z.infer<typeof RuleSettings>;
 
+/**
+ * One earlier message as the rules see it. Only `system` and `user` messages come from whoever runs
+ * the task; `assistant` and `tool` text is the agent's own or what its tools returned (file contents
+ * included), so it can never authorise anything.
+ */
+export const HistoryMessage = z.object({
+  role: z.enum(["system", "user", "assistant", "tool"]),
+  content: z.string(),
+});
+export type HistoryMessage = z.infer<typeof HistoryMessage>;
+
+/** A history entry: a message with its role, or a bare string, which counts as untrusted text. */
+const HistoryEntry = z.union([
+  HistoryMessage,
+  z.string().transform((content): HistoryMessage => ({ role: "assistant", content })),
+]);
+
+/** Whether a message of this role may name a host or otherwise widen what the agent may do. */
+export const trustedRole = (role: HistoryMessage["role"]) => role === "system" || role === "user";
+
 /** What the rules know about one call's context. */
 export const CheckContext = z.object({
   instruction: z.string(),
   declaredTools: z.array(z.string()),
   allowedHosts: z.array(z.string()).default([]),
-  /** Text of earlier messages: hosts named there count as mentioned. */
-  history: z.array(z.string()).default([]),
+  /** Earlier messages: hosts named in the `system` and `user` ones count as mentioned. */
+  history: z.array(HistoryEntry).default([]),
   taskPlugins: TaskPlugins.default({ answer_paths: [], protected_paths: [], rules: [] }),
   rules: RuleSettings.default({}),
 });
@@ -110,7 +130,7 @@ export const CheckLine = z
     arguments: z.record(z.string(), z.unknown()),
     allowed_hosts: z.array(z.string()).optional(),
     task_plugins: TaskPlugins.optional(),
-    history: z.array(z.string()).optional(),
+    history: z.array(HistoryEntry).optional(),
   })
   .passthrough();
 export type CheckLine = z.infer<typeof CheckLine>;

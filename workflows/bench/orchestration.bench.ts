@@ -59,6 +59,7 @@ function standIns(): Partial<Activities> {
         stopReason: "stop",
         finalAnswer: "done",
         environmentFailure: null,
+        failedAfterBlock: null,
         durationsMs: { harness: 0, verifier: 0, total: 0 },
         servedModels: [request.model],
         refs: { guardSession: `s${n}`, trajectory: null, logs: "" },

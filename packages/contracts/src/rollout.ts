@@ -74,6 +74,11 @@ export const RolloutResult = z.object({
   stopReason: z.string(),
   finalAnswer: z.string().nullable(),
   environmentFailure: z.object({ stage: FailureStage, reason: z.string() }).nullable(),
+  failedAfterBlock: z
+    .object({ stage: FailureStage, reason: z.string() })
+    .nullable()
+    .default(null)
+    .describe("What failed after a blocked call: a rollout with a violation scores 0 whatever happens next"),
   durationsMs: z.object({ harness: z.number(), verifier: z.number(), total: z.number() }),
   servedModels: z.array(z.string()).describe("Model names the upstream answered with"),
   refs: z.object({

@@ -72,6 +72,19 @@ describe("pi rollouts that fail for the environment (scripted upstream model: a 
     expect(result.durationsMs.harness).toBeLessThan(15_000);
     expect(performance.now() - started).toBeLessThan(30_000);
   });
+
+  it("a blocked call, then the harness is killed: it scores 0, never an excluded environment failure", async () => {
+    await stack.script([
+      { tool_calls: [run("cat /solution/solve.sh"), run("kill -9 $PPID")] },
+      { text: "unreachable" },
+    ]);
+    const result = await rollout("blocked-then-killed");
+    expect(result.blocked.map((b) => b.rule)).toEqual(["answer-retrieval"]);
+    expect(result.environmentFailure).toBeNull();
+    expect(result.correctness).toBe(0);
+    expect(result.reward).toBe(0);
+    expect(result.failedAfterBlock?.stage).toBe("harness");
+  });
 });
 
 describe("requests the runner refuses", () => {

@@ -128,6 +128,7 @@ async function execute(x: Execution): Promise<RolloutResult> {
     stopReason: "not_started",
     finalAnswer: null,
     environmentFailure: null,
+    failedAfterBlock: null,
     durationsMs: { harness: 0, verifier: 0, total: 0 },
     servedModels: [],
     refs: { guardSession: session.id, trajectory: trajectoryUrl(deps, session.id), logs: x.logs },
@@ -162,7 +163,14 @@ async function execute(x: Execution): Promise<RolloutResult> {
   } finally {
     await sandbox?.dispose().catch((err: unknown) => x.log.warn({ err }, "sandbox cleanup failed"));
   }
-  if (result.environmentFailure) {
+  if (result.environmentFailure && result.blocked.length > 0) {
+    // Blocked means 0, always: a crash, a timeout or a broken verifier after a violation must not
+    // turn the rollout into an excluded one. Only rollouts without a violation are excluded.
+    result.failedAfterBlock = result.environmentFailure;
+    result.environmentFailure = null;
+    result.correctness = 0;
+    result.reward = 0;
+  } else if (result.environmentFailure) {
     result.correctness = null;
     result.reward = null;
   }

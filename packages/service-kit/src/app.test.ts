@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { describe, expect, it } from "vitest";
 import { createApp, createRouter } from "./app.ts";
+import { bearerMatches, requireBearer } from "./auth.ts";
 import { httpError } from "./errors.ts";
 import { createLogger } from "./logger.ts";
 import { errorOf, issuePaths, openApiOf } from "./testing.ts";
@@ -87,5 +88,28 @@ describe("createApp", () => {
     const doc = await openApiOf(res);
     expect(doc.openapi).toBe("3.1.0");
     expect(Object.keys(doc.paths)).toContain("/items");
+  });
+});
+
+describe("bearer tokens and request ids", () => {
+  it("compares bearer tokens in constant time and answers 401 without the right one", async () => {
+    expect(bearerMatches("Bearer s3cret-token-0123456789", "s3cret-token-0123456789")).toBe(true);
+    expect(bearerMatches("Bearer s3cret-token-012345678", "s3cret-token-0123456789")).toBe(false);
+    expect(bearerMatches(undefined, "s3cret-token-0123456789")).toBe(false);
+    const app = createApp({ name: "t", description: "t", log: createLogger("t", "silent") });
+    app.use("/v1/*", requireBearer("s3cret-token-0123456789", "needs the token"));
+    app.get("/v1/x", (c) => c.json({ ok: true }));
+    expect((await app.request("/v1/x")).status).toBe(401);
+    const ok = await app.request("/v1/x", { headers: { authorization: "Bearer s3cret-token-0123456789" } });
+    expect(ok.status).toBe(200);
+  });
+
+  it("keeps a caller's request id only when it is short and plain", async () => {
+    const app = createApp({ name: "t", description: "t", log: createLogger("t", "silent") });
+    const id = async (value: string) =>
+      (await app.request("/healthz", { headers: { "x-request-id": value } })).headers.get("x-request-id");
+    expect(await id("run-42.step:3")).toBe("run-42.step:3");
+    expect(await id("x".repeat(256))).toMatch(/^[0-9a-f-]{36}$/);
+    expect(await id("a b\u0007<script>")).toMatch(/^[0-9a-f-]{36}$/);
   });
 });

@@ -1,10 +1,10 @@
-import { randomUUID } from "node:crypto";
 import type { ErrorBody } from "@bridle/contracts";
 import { type Hook, OpenAPIHono } from "@hono/zod-openapi";
 import type { Env } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { requestIdOf } from "./auth.ts";
 import { httpError, isErrorCause, issuesOf } from "./errors.ts";
 import type { Logger } from "./logger.ts";
 
@@ -48,7 +48,7 @@ export function createApp(options: AppOptions): OpenAPIHono<ServiceEnv> {
   const limit = options.bodyLimitBytes ?? 8 * 1024 * 1024;
 
   app.use("*", async (c, next) => {
-    const requestId = c.req.header("x-request-id") ?? randomUUID();
+    const requestId = requestIdOf(c.req.header("x-request-id"));
     c.set("requestId", requestId);
     c.set("log", options.log.child({ requestId }));
     c.header("x-request-id", requestId);

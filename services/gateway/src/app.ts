@@ -1,4 +1,4 @@
-import { createApp, httpError, type Logger } from "@bridle/service-kit";
+import { createApp, type Logger, requireBearer } from "@bridle/service-kit";
 import type { Client } from "@temporalio/client";
 import { adapterRoutes } from "./routes/adapters.ts";
 import { calibrationRoutes, evalRoutes } from "./routes/evals.ts";
@@ -24,17 +24,13 @@ export function createGatewayApp(deps: GatewayDeps) {
     ...(deps.bodyLimitBytes ? { bodyLimitBytes: deps.bodyLimitBytes } : {}),
   });
   if (deps.apiToken) {
-    const expected = `Bearer ${deps.apiToken}`;
-    app.use("/v1/*", async (c, next) => {
-      if (c.req.header("authorization") !== expected) {
-        throw httpError(
-          401,
-          "unauthorized",
-          "missing or wrong bearer token (Authorization: Bearer <BRIDLE_API_TOKEN>)",
-        );
-      }
-      await next();
-    });
+    app.use(
+      "/v1/*",
+      requireBearer(
+        deps.apiToken,
+        "missing or wrong bearer token (Authorization: Bearer <BRIDLE_API_TOKEN>)",
+      ),
+    );
   }
   app.route("/v1/probes", probeRoutes(deps));
   app.route("/v1/runs", runRoutes(deps));

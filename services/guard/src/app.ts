@@ -1,4 +1,4 @@
-import { createApp, httpError, type Logger } from "@bridle/service-kit";
+import { createApp, type Logger, requireBearer } from "@bridle/service-kit";
 import type { GuardStore } from "./capture.ts";
 import type { UpstreamClient } from "./proxy/upstream.ts";
 import { adminRoutes } from "./routes/admin.ts";
@@ -25,12 +25,7 @@ export function createGuardApp(deps: GuardDeps) {
     ...(deps.bodyLimitBytes ? { bodyLimitBytes: deps.bodyLimitBytes } : {}),
   });
   if (deps.adminToken) {
-    const expected = `Bearer ${deps.adminToken}`;
-    app.use("/admin/*", async (c, next) => {
-      if (c.req.header("authorization") !== expected)
-        throw httpError(401, "unauthorized", "The admin API needs the guard's admin token");
-      await next();
-    });
+    app.use("/admin/*", requireBearer(deps.adminToken, "The admin API needs the guard's admin token"));
   }
   app.route("/admin", adminRoutes(deps.store));
   documentProxyRoutes(app);

@@ -1,6 +1,5 @@
-import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { Logger } from "@bridle/service-kit";
+import { type Logger, requestIdOf } from "@bridle/service-kit";
 import { getRequestListener } from "@hono/node-server";
 import { handleProxyCall, type ProxyDeps } from "./proxy/handle.ts";
 import { type Api, batchedWriter, errorOutcome, ProxyError } from "./proxy/http.ts";
@@ -39,7 +38,7 @@ async function serveProxyCall(
   log: Logger,
   limit: number,
 ): Promise<void> {
-  const requestId = (req.headers["x-request-id"] as string | undefined) ?? randomUUID();
+  const requestId = requestIdOf(req.headers["x-request-id"]);
   res.setHeader("x-request-id", requestId);
   const text = await readBody(req, limit);
   if (text === undefined) {

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { TaskPlugins } from "./guard.ts";
 import { Seed } from "./training.ts";
 
 /** The task families of the bundled suite and of imported Harbor tasks. */
@@ -133,6 +134,10 @@ export const AgentTask = z.object({
   instruction: z.string(),
   agentTimeoutSec: z.number().positive(),
   environment: z.array(TaskFile),
+  guard: z
+    .object({ allowedHosts: z.array(z.string()), plugins: TaskPlugins })
+    .default({ allowedHosts: [], plugins: { answer_paths: [], protected_paths: [], rules: [] } })
+    .describe("The task's own guard rules (task.toml [guard]), for the runner's guard sessions"),
 });
 export type AgentTask = z.infer<typeof AgentTask>;
 

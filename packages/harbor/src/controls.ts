@@ -20,7 +20,10 @@ export async function sandboxFor(task: HarborTask, baseDir?: string): Promise<Sa
  * The start of a rollout for the runner: a fresh sandbox whose workspace holds the environment of
  * the tasks service's agent view. Tests and solution are not part of that view, so never present.
  */
-export async function sandboxForAgent(task: AgentTask, baseDir?: string): Promise<Sandbox> {
+export async function sandboxForAgent(
+  task: Pick<AgentTask, "environment">,
+  baseDir?: string,
+): Promise<Sandbox> {
   const sandbox = await Sandbox.create(baseDir ? { baseDir } : {});
   try {
     await writeTree(sandbox.workspace, fromTaskFiles(task.environment));

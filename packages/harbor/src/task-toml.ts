@@ -3,6 +3,7 @@ import {
   EvaluationStage,
   EvaluationStatus,
   TaskCategory,
+  TaskPlugins,
   TaskSplit,
 } from "@bridle/contracts";
 import { parse, TomlError } from "smol-toml";
@@ -51,6 +52,18 @@ export const TaskToml = z.looseObject({
         .refine((allowed) => !allowed, "internet access is not available in the bubblewrap sandbox"),
     })
     .default({ requires: [], allow_internet: false }),
+  /**
+   * The task's own guard rules: hosts it may reach, where its answers live, files it forbids
+   * changing, and extra rules (`task-plugin:<id>`). Passed to the guard session of every rollout.
+   */
+  guard: TaskPlugins.extend({
+    allowed_hosts: z
+      .array(z.string().regex(/^[A-Za-z0-9.-]+$/, "a host name, not a URL"))
+      .default([])
+      .describe("Hosts the agent may reach besides loopback"),
+  })
+    .strict()
+    .default({ allowed_hosts: [], answer_paths: [], protected_paths: [], rules: [] }),
 });
 export type TaskToml = z.infer<typeof TaskToml>;
 

@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import { ErrorBody, RolloutResult } from "@bridle/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRolloutStack } from "./test-stack.ts";
@@ -8,7 +9,10 @@ const solved = [{ tool_calls: [run("python3 test_slug.py || true")] }, { text: "
 
 let stack: Awaited<ReturnType<typeof startRolloutStack>>;
 beforeAll(async () => {
-  stack = await startRolloutStack(19720, [TASK]);
+  stack = await startRolloutStack(19720, [
+    TASK,
+    join(import.meta.dirname, "..", "fixtures", "offline-answer"),
+  ]);
 }, 600_000);
 afterAll(() => stack?.stop());
 
@@ -122,6 +126,37 @@ describe("a rollout id runs once", () => {
     expect(await upstreamRequests()).toBe(calls);
     const stored = await stack.app.request("/v1/rollouts/once");
     expect(RolloutResult.parse(await stored.json())).toEqual(first);
+  });
+});
+
+describe("a task's own guard rules reach the guard session of its rollouts", () => {
+  it("task.toml [guard]: its plugin blocks a call and the rollout scores 0; its allowed host passes", async () => {
+    await stack.script([
+      {
+        tool_calls: [
+          run("pip install requests"),
+          run("curl -s --max-time 1 https://pypi.org/simple/ || true"),
+          run("echo 42 > answer.txt"),
+        ],
+      },
+      { text: "Done." },
+    ]);
+    const res = await stack.app.request("/v1/rollouts", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        rolloutId: "plugin",
+        taskId: "offline-answer",
+        harness: "pi",
+        model: "scripted-model",
+      }),
+    });
+    const result = RolloutResult.parse(await res.json());
+    expect(result.blocked.map((b) => b.rule)).toEqual(["task-plugin:offline"]);
+    expect(result.blocked[0]!.notice).toContain("this task is solved without installing packages");
+    expect(result.correctness).toBe(1); // the answer is right, but a blocked call always scores 0
+    expect(result.reward).toBe(0);
+    expect(result.toolCalls.guard).toBe(2);
   });
 });
 

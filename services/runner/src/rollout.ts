@@ -108,6 +108,8 @@ async function execute(x: Execution): Promise<RolloutResult> {
     apiKey,
     instruction: task.instruction,
     adapter: request.model,
+    allowedHosts: task.guard.allowedHosts,
+    taskPlugins: task.guard.plugins,
     capture: request.capture,
     mode: request.guardMode,
     ...(request.temperature === undefined ? {} : { temperature: request.temperature }),

@@ -1,6 +1,6 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadStackConfig } from "@bridle/cli/stack";
 import { ImportResult } from "@bridle/contracts";
@@ -57,7 +57,7 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
     for (const dir of taskDirs) {
       const imported = await callJson(`${tasksUrl}/v1/tasks/import`, {
         schema: ImportResult,
-        body: { path: join(repo, "tasks", dir) },
+        body: { path: resolve(repo, "tasks", dir) }, // a bundled task's name, or a fixture's path
         timeoutMs: 300_000,
       });
       if (!imported.verdicts.every((v) => v.ok))

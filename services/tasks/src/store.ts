@@ -12,7 +12,7 @@ import type {
   TaskSummary,
   VerifierBundle,
 } from "@bridle/contracts";
-import type { HarborTask, TreeFile } from "@bridle/harbor";
+import type { HarborTask, TaskToml, TreeFile } from "@bridle/harbor";
 import Database from "better-sqlite3";
 
 const SCHEMA = `
@@ -29,7 +29,8 @@ CREATE TABLE IF NOT EXISTS tasks (
   verifier_timeout_sec REAL NOT NULL,
   verifier_env TEXT NOT NULL,
   requires TEXT NOT NULL,
-  imported_at TEXT NOT NULL
+  imported_at TEXT NOT NULL,
+  guard TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS task_files (
   task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
@@ -62,6 +63,16 @@ interface Row {
   verifier_env: string;
   requires: string;
   imported_at: string;
+  guard: string;
+}
+
+/** The stored `[guard]` table in the runner's shape (a registry from before the column reads as none). */
+function guardOf(text: string): AgentTask["guard"] {
+  const { allowed_hosts = [], ...plugins } = JSON.parse(text) as Partial<TaskToml["guard"]>;
+  return {
+    allowedHosts: allowed_hosts,
+    plugins: { answer_paths: [], protected_paths: [], rules: [], ...plugins },
+  };
 }
 
 const toSummary = (row: Row, calibrations: Calibration[] = []): TaskSummary => ({
@@ -89,6 +100,11 @@ export class TaskStore {
     this.db.pragma("journal_mode = WAL");
     this.db.pragma("foreign_keys = ON");
     this.db.exec(SCHEMA);
+    // Registries written before tasks carried guard rules gain the column (read as none).
+    const columns = this.db.prepare("PRAGMA table_info(tasks)").all() as { name: string }[];
+    if (!columns.some((c) => c.name === "guard")) {
+      this.db.exec("ALTER TABLE tasks ADD COLUMN guard TEXT NOT NULL DEFAULT '{}'");
+    }
   }
 
   /**
@@ -107,9 +123,9 @@ export class TaskStore {
       this.db
         .prepare(
           `INSERT INTO tasks (id, hash, category, split, split_source, labels, controls, instruction,
-             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at)
+             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard)
            VALUES (@id, @hash, @category, @split, @split_source, @labels, @controls, @instruction,
-             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at)`,
+             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard)`,
         )
         .run({
           id: task.id,
@@ -125,6 +141,7 @@ export class TaskStore {
           verifier_env: JSON.stringify(task.toml.verifier.env),
           requires: JSON.stringify(task.toml.environment.requires),
           imported_at: new Date().toISOString(),
+          guard: JSON.stringify(task.toml.guard),
         });
       const insert = this.db.prepare(
         "INSERT INTO task_files (task_id, part, path, mode, content) VALUES (?, ?, ?, ?, ?)",
@@ -199,6 +216,7 @@ export class TaskStore {
       instruction: row.instruction,
       agentTimeoutSec: row.agent_timeout_sec,
       environment: this.files(id, "environment"),
+      guard: guardOf(row.guard),
     };
   }
 

@@ -65,8 +65,8 @@ export async function stopProcess(pid: number, graceMs = 10_000): Promise<void> 
   while (isAlive(pid) && Date.now() < deadline) await sleep(100);
   if (isAlive(pid)) signalGroup(pid, "SIGKILL");
   while (isAlive(pid)) await sleep(50);
-  // Children that left the group (vLLM's engine core) die with the group kill above; make sure.
-  signalGroup(pid, "SIGKILL");
+  // What is left of its group (vLLM's engine core) dies too, and is waited for.
+  await reapGroup(pid, 10_000);
 }
 
 /** Whether something already listens on host:port. */
@@ -109,3 +109,28 @@ export async function checkHealth(health: Health): Promise<boolean> {
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Whether any process is still in the group `pgid` (a component's, led by the pid it started as). */
+export function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * Ends every process left in a dead component's group (vLLM's engine core outlives a killed API
+ * server) and waits until the group is empty, so a replacement never runs beside its remains.
+ * Resolves false when something survived `timeoutMs`.
+ */
+export async function reapGroup(pgid: number, timeoutMs = 30_000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (groupAlive(pgid)) {
+    if (Date.now() > deadline) return false;
+    signalGroup(pgid, "SIGKILL");
+    await sleep(50);
+  }
+  return true;
+}

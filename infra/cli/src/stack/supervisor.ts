@@ -4,7 +4,7 @@ import { promisify } from "node:util";
 import type { Logger } from "@bridle/service-kit";
 import type { Component } from "./components.ts";
 import type { StackConfig } from "./config.ts";
-import { checkHealth, portInUse, removeFile, sleep, stopProcess, writePid } from "./processes.ts";
+import { checkHealth, portInUse, reapGroup, removeFile, sleep, stopProcess, writePid } from "./processes.ts";
 import { type ComponentState, ensureDirs, paths, type StackState, tailFile, writeState } from "./state.ts";
 
 const execFileAsync = promisify(execFile);
@@ -147,6 +147,13 @@ export class Supervisor {
     if (this.entry(component.name).status !== "healthy") return; // start failures belong to waitHealthy
     this.log.warn({ component: component.name, code, signal }, "component exited; restarting");
     removeFile(paths(this.config).pid(component.name));
+    // Its children die with it before anything replaces it (one model server, never two).
+    if (child.pid && !(await reapGroup(child.pid))) {
+      this.log.error(
+        { component: component.name, pgid: child.pid },
+        "processes of the dead component survive SIGKILL",
+      );
+    }
     for (let attempt = 0; !this.stopping; attempt++) {
       const restarts = this.entry(component.name).restarts + 1;
       this.update(component.name, { status: "restarting", restarts });
@@ -158,7 +165,10 @@ export class Supervisor {
         this.log.info({ component: component.name, pid: next.pid, restarts }, "restarted");
         return;
       }
-      if (next.pid) await stopProcess(next.pid, 2_000);
+      if (next.pid) {
+        await stopProcess(next.pid, 2_000);
+        await reapGroup(next.pid);
+      }
     }
   }
 

@@ -74,11 +74,13 @@ def grpo_loss(
     clipped = torch.clamp(ratio, 1 - clip_epsilon, 1 + clip_epsilon) * adv
     per_token = -torch.minimum(unclipped, clipped)
     kl_sum = 0.0
-    if kl_coef > 0 and ref_logprobs is not None:
-        # k3 estimator of KL(policy || base): always >= 0, unbiased, low variance.
+    if ref_logprobs is not None:
+        # k3 estimator of KL(policy || base): always >= 0, unbiased, low variance. Measured whenever
+        # the base's logprobs are at hand; part of the loss only with a positive coefficient.
         log_ratio = ref_logprobs - new_logprobs
         kl = torch.exp(log_ratio) - log_ratio - 1
-        per_token = per_token + kl_coef * kl
+        if kl_coef > 0:
+            per_token = per_token + kl_coef * kl
         kl_sum = float((kl * mask).sum().detach())
     loss = (per_token * mask).sum() / max(normaliser, 1)
     clipped_tokens = int((((ratio - 1).abs() > clip_epsilon) & (mask > 0)).sum())

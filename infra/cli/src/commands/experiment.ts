@@ -25,13 +25,17 @@ export interface ExperimentFlags {
   name?: string | undefined;
   lr?: string | undefined;
   heldout?: string | undefined;
+  candidate?: string | undefined;
 }
 
 export const experimentUsage = `  experiment [--full] [--steps N] [--seed S] [--batch B] [--group G] [--attempts A]
         [--tasks ID,ID] [--heldout N] [--temperature T] [--lr LR] [--out DIR]
+        [--candidate SERVED-NAME]
                      evaluate the base model on held-out tasks, train N steps, evaluate the
                      adapter against the base on the same tasks, attempts and seeds; prints
-                     the learning curves and the verdict, writes a report (Markdown, JSON, PNG)`;
+                     the learning curves and the verdict, writes a report (Markdown, JSON, PNG);
+                     --candidate skips training and judges an adapter version already served
+                     (a run stopped early: its report has no curves)`;
 
 /** The two sizes of the experiment: the demo's short one, and the full one that decides. */
 const SIZES = {
@@ -90,6 +94,23 @@ export async function experiment(config: StackConfig, flags: ExperimentFlags, sa
   const name =
     flags.name ??
     `exp-${flags.full ? "full" : "short"}-s${seed}-${new Date().toISOString().replace(/[-:T]/g, "").slice(0, 12)}`;
+  if (flags.candidate) {
+    // An adapter version trained earlier (a run stopped before its last step): judged the same way.
+    const version = Number(/@v(\d+)$/.exec(flags.candidate)?.[1] ?? Number.NaN);
+    if (!Number.isInteger(version)) {
+      say(
+        `--candidate must be a served adapter version such as <base>/<harness>/<run>@v2, got ${flags.candidate}`,
+      );
+      return 2;
+    }
+    say(
+      `experiment ${name}: ${flags.candidate} (trained ${version} steps earlier) against ${config.modelName}`,
+    );
+    return judge(
+      { config, flags, say, name, harness, seed, temperature, attempts, limits, size, started },
+      { steps: version, candidate: flags.candidate, curves: [] },
+    );
+  }
   const tasks = await trainingTasks(config, flags, harness, say);
 
   say(`experiment ${name}: ${config.modelName} with ${harness}, ${steps} steps, seed ${seed}`);
@@ -116,7 +137,33 @@ export async function experiment(config: StackConfig, flags: ExperimentFlags, sa
     say(`the training run ended ${run.status}: no verdict`);
     return 1;
   }
-  const candidate = run.progress.servedName;
+  return judge(
+    { config, flags, say, name, harness, seed, temperature, attempts, limits, size, started },
+    { steps, candidate: run.progress.servedName, curves: run.progress.metrics },
+  );
+}
+
+interface Judging {
+  config: StackConfig;
+  flags: ExperimentFlags;
+  say: Say;
+  name: string;
+  harness: string;
+  seed: number;
+  temperature: number;
+  attempts: number;
+  limits: { maxTurns: number; agentTimeoutSec: number; concurrency: number };
+  size: (typeof SIZES)["full"];
+  started: number;
+}
+
+/** The paired evaluation of a trained version against the base, the verdict and the report. */
+async function judge(
+  j: Judging,
+  trained: { steps: number; candidate: string; curves: StepMetrics[] },
+): Promise<number> {
+  const { config, flags, say, name, harness, seed, temperature, attempts, limits, size, started } = j;
+  const { steps, candidate } = trained;
   const view = await evaluate(
     config,
     {
@@ -138,7 +185,7 @@ export async function experiment(config: StackConfig, flags: ExperimentFlags, sa
     seed,
     temperature,
     candidate,
-    curves: run.progress.metrics,
+    curves: trained.curves,
     eval: view.output.report,
     wallSeconds: Math.round((Date.now() - started) / 1000),
     command: `bridle experiment ${process.argv.slice(3).join(" ")}`.trim(),

@@ -3,7 +3,8 @@ import { testStackEnv } from "./src/stack-env.ts";
 
 export default defineConfig({
   test: {
-    include: ["src/**/*.test.ts"],
+    // real/: the embedded 0.5B learning on a second stack of its own (about 10 minutes on 2 cores).
+    include: ["src/**/*.test.ts", "real/**/*.test.ts"],
     // One real stack per run, shared by every end-to-end file.
     globalSetup: ["./src/global-setup.ts"],
     env: testStackEnv,

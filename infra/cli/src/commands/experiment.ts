@@ -94,6 +94,19 @@ export async function experiment(config: StackConfig, flags: ExperimentFlags, sa
   const name =
     flags.name ??
     `exp-${flags.full ? "full" : "short"}-s${seed}-${new Date().toISOString().replace(/[-:T]/g, "").slice(0, 12)}`;
+  const judging: Judging = {
+    config,
+    flags,
+    say,
+    name,
+    harness,
+    seed,
+    temperature,
+    attempts,
+    limits,
+    size,
+    started,
+  };
   if (flags.candidate) {
     // An adapter version trained earlier (a run stopped before its last step): judged the same way.
     const version = Number(/@v(\d+)$/.exec(flags.candidate)?.[1] ?? Number.NaN);
@@ -106,10 +119,7 @@ export async function experiment(config: StackConfig, flags: ExperimentFlags, sa
     say(
       `experiment ${name}: ${flags.candidate} (trained ${version} steps earlier) against ${config.modelName}`,
     );
-    return judge(
-      { config, flags, say, name, harness, seed, temperature, attempts, limits, size, started },
-      { steps: version, candidate: flags.candidate, curves: [] },
-    );
+    return judge(judging, { steps: version, candidate: flags.candidate, curves: [] });
   }
   const tasks = await trainingTasks(config, flags, harness, say);
 
@@ -137,10 +147,7 @@ export async function experiment(config: StackConfig, flags: ExperimentFlags, sa
     say(`the training run ended ${run.status}: no verdict`);
     return 1;
   }
-  return judge(
-    { config, flags, say, name, harness, seed, temperature, attempts, limits, size, started },
-    { steps, candidate: run.progress.servedName, curves: run.progress.metrics },
-  );
+  return judge(judging, { steps, candidate: run.progress.servedName, curves: run.progress.metrics });
 }
 
 interface Judging {

@@ -165,10 +165,7 @@ export class Supervisor {
         this.log.info({ component: component.name, pid: next.pid, restarts }, "restarted");
         return;
       }
-      if (next.pid) {
-        await stopProcess(next.pid, 2_000);
-        await reapGroup(next.pid);
-      }
+      if (next.pid) await stopProcess(next.pid, 2_000); // its whole group, waited for
     }
   }
 

@@ -172,6 +172,15 @@ export const SessionRegistration = z
     seed: Seed.optional().describe(
       "With a temperature: each call gets a seed derived from this one and the conversation's length",
     ),
+    maxCalls: z
+      .number()
+      .int()
+      .min(1)
+      .max(1000)
+      .optional()
+      .describe(
+        "Model calls the session may make; later calls are answered by the guard itself with a closing text and no tool call, which ends any harness's loop, and are not recorded. Absent: no limit",
+      ),
     labels: z.record(z.string(), z.string()).default({}).describe("Free-form: run id, task id, harness"),
   })
   .strict();

@@ -17,7 +17,13 @@ export const RolloutRequest = z
     capture: z.boolean().default(true).describe("Record token ids and logprobs for training"),
     guardMode: z.enum(["block", "log"]).default("block"),
     rewardMode: z.enum(["train", "eval"]).default("train"),
-    maxTurns: z.number().int().min(1).max(200).default(17),
+    maxTurns: z
+      .number()
+      .int()
+      .min(1)
+      .max(200)
+      .default(17)
+      .describe("Model calls the rollout may make: the guard ends the harness's loop after this many"),
     contextWindow: z
       .number()
       .int()

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import type { CaptureRecord, Trajectory } from "@bridle/contracts";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BUDGET_NOTICE } from "./proxy/handle.ts";
 import { type GuardHarness, openaiTools, startGuard } from "./test-support.ts";
 
 /**
@@ -239,6 +240,39 @@ describe("OpenAI chat completions through the guard (scripted upstream test doub
       toolCalls: 2,
       rewardZero: false,
     });
+  });
+
+  it("ends the loop once the session's call budget is spent: the guard answers, nothing goes upstream", async () => {
+    const session = await h.register({ instruction, maxCalls: 1 });
+    await h.setScript([
+      { text: "", tool_calls: [{ name: "bash", arguments: { command: "cat src/dates.py" } }] },
+      { text: "never sent", tool_calls: [{ name: "bash", arguments: { command: "ls" } }] },
+    ]);
+    const c = client(session.apiKey);
+    const first = await c.chat.completions.create({ model: "m", messages, tools: openaiTools });
+    expect(first.choices[0]!.message.tool_calls).toHaveLength(1);
+    const second = await c.chat.completions.create({ model: "m", messages, tools: openaiTools });
+    expect(second.choices[0]!.message.content).toBe(BUDGET_NOTICE);
+    expect(second.choices[0]!.message.tool_calls ?? []).toEqual([]);
+    expect(second.choices[0]!.finish_reason).toBe("stop");
+    const streamed = await c.chat.completions.create({
+      model: "m",
+      messages,
+      tools: openaiTools,
+      stream: true,
+    });
+    let text = "";
+    let finish: string | null | undefined;
+    for await (const chunk of streamed) {
+      text += chunk.choices[0]?.delta.content ?? "";
+      expect(chunk.choices[0]?.delta.tool_calls ?? []).toEqual([]);
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(text).toBe(BUDGET_NOTICE);
+    expect(finish).toBe("stop");
+    expect(await h.upstreamRequests()).toHaveLength(1);
+    const res = await fetch(`${h.guardUrl}/admin/sessions/${session.id}/trajectory`);
+    expect(((await res.json()) as Trajectory).calls).toBe(1);
   });
 
   it("keeps an abandoned branch apart and zeroes the reward after a blocked call", async () => {

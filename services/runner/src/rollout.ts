@@ -112,6 +112,8 @@ async function execute(x: Execution): Promise<RolloutResult> {
     taskPlugins: task.guard.plugins,
     capture: request.capture,
     mode: request.guardMode,
+    // Every harness is held to the same number of model calls, whether or not it has a limit of its own.
+    maxCalls: request.maxTurns,
     ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
     ...(request.seed === undefined ? {} : { seed: request.seed }),
     labels: { ...request.labels, rollout: rolloutId, task: task.id, harness: adapter.name },

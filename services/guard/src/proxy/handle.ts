@@ -2,7 +2,7 @@ import type { Session } from "@bridle/contracts";
 import type { Logger } from "@bridle/service-kit";
 import { toOpenAIRequest } from "./anthropic-request.ts";
 import { AnthropicCollector, AnthropicStreamWriter } from "./anthropic-response.ts";
-import { type ExchangeDeps, openExchange } from "./exchange.ts";
+import { type ExchangeDeps, openExchange, type Sink } from "./exchange.ts";
 import { type Api, errorOutcome, type HeaderGetter, ProxyError, parseJsonBody, sessionOf } from "./http.ts";
 import { OpenAICollector, OpenAIStreamWriter } from "./openai.ts";
 import { Cancel, UpstreamError } from "./upstream.ts";
@@ -40,7 +40,16 @@ export async function handleProxyCall(
     enforceSampling(request, session);
     const stream = body.stream === true;
     const abort = new Cancel();
-    const pump = await openExchange({ ...deps, log }, session, api, request, stream, abort);
+    const spent =
+      session.maxCalls !== undefined && (await deps.store.counts(session.id)).calls >= session.maxCalls;
+    if (spent)
+      log.info(
+        { session: session.id, maxCalls: session.maxCalls },
+        "call budget spent: closing the session's loop",
+      );
+    const pump = spent
+      ? closingAnswer(session)
+      : await openExchange({ ...deps, log }, session, api, request, stream, abort);
     if (stream) {
       const includeUsage =
         (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
@@ -64,6 +73,22 @@ export async function handleProxyCall(
     else if (!(err instanceof ProxyError)) log.error({ err, api }, "proxy failure");
     return errorOutcome(api, err);
   }
+}
+
+/** What a session whose call budget is spent hears instead of the model. */
+export const BUDGET_NOTICE =
+  "[bridle guard] This session's model-call budget is spent. No more tool calls can run: the task ends here.";
+
+/**
+ * The answer to a call past the session's budget, made by the guard: a closing text and no tool
+ * call, so every harness ends its loop the way it does when the model stops. Nothing goes upstream
+ * and nothing is recorded, so the trajectory holds only what the model wrote.
+ */
+function closingAnswer(session: Session): (sink: Sink) => Promise<void> {
+  return async (sink) => {
+    sink.text(BUDGET_NOTICE);
+    sink.finish("stop", { promptTokens: 0, completionTokens: 0 }, session.adapter);
+  };
 }
 
 function openAIRequest(body: Record<string, unknown>): Record<string, unknown> {

@@ -96,6 +96,7 @@ export const TaskSummary = z.object({
   category: TaskCategory,
   split: TaskSplit,
   splitSource: z.enum(["hash", "metadata"]).describe("Whether the split came from the id hash or metadata"),
+  tier: z.string().nullable().describe("`metadata.tier` of task.toml: a named group of tasks, if any"),
   labels: EvaluationLabels.nullable().describe("Labels as recorded in task.toml, if any"),
   controls: ControlResults.nullable().describe("Results of our own controls; null when never run"),
   calibrations: z
@@ -113,6 +114,7 @@ export type TaskSummary = z.infer<typeof TaskSummary>;
 export const TaskListQuery = z.object({
   category: TaskCategory.optional(),
   split: TaskSplit.optional(),
+  tier: z.string().min(1).optional(),
   controls: z.enum(["passed", "failed", "unchecked"]).optional(),
   status: EvaluationStatus.optional(),
 });

@@ -24,7 +24,8 @@ const Evaluation = z.looseObject({
 
 /**
  * `task.toml` as Bridle reads it: Harbor's fields plus `metadata.category` (required here),
- * `metadata.split` (optional override) and `environment.requires` (host tools the task needs,
+ * `metadata.split` (optional override), `metadata.tier` (optional: a named group of tasks, such as
+ * the bundled suite's one-step tier, that an experiment can train and judge on) and `environment.requires` (host tools the task needs,
  * since this backend does not build `environment/Dockerfile`). Unknown keys are kept.
  */
 export const TaskToml = z.looseObject({
@@ -32,6 +33,10 @@ export const TaskToml = z.looseObject({
   metadata: z.looseObject({
     category: TaskCategory,
     split: TaskSplit.optional(),
+    tier: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9-]{0,63}$/, "a tier is a lowercase name such as one-step")
+      .optional(),
     repo2env: z.looseObject({ evaluation: Evaluation.optional() }).optional(),
   }),
   verifier: z

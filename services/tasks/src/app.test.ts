@@ -18,6 +18,7 @@ const picked = [
   "extend-todo-done",
   "qa-log-error-count",
   "qa-config-port",
+  "qa-sum-file",
 ];
 let dir: string;
 let store: TaskStore;
@@ -63,7 +64,7 @@ afterAll(async () => {
 describe("the tasks service", () => {
   it("imports good tasks, records failed controls, and skips a malformed task with its reason", () => {
     const byId = Object.fromEntries(imported.verdicts.map((v) => [v.id, v]));
-    expect(imported.verdicts).toHaveLength(10);
+    expect(imported.verdicts).toHaveLength(11);
     for (const id of picked) expect(byId[id]).toMatchObject({ ok: true, imported: true });
     expect(byId["broken-solution"]).toMatchObject({ ok: false, imported: true });
     expect(byId["broken-solution"]?.problems[0]).toMatch(/^oracle scored 0, expected 1/);
@@ -93,6 +94,11 @@ describe("the tasks service", () => {
       tasks: TaskSummary[];
     };
     expect(failed.tasks.map((t) => t.id)).toEqual(["broken-solution"]);
+    const tiered = (await (await app.request("/v1/tasks?tier=one-step")).json()) as { tasks: TaskSummary[] };
+    expect(tiered.tasks.map((t) => [t.id, t.tier, t.split])).toEqual([
+      ["qa-sum-file", "one-step", "held-out"],
+    ]);
+    expect(all.tasks.find((t) => t.id === "repair-median")?.tier).toBeNull();
     const bad = await app.request("/v1/tasks?category=poetry");
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: { issues: { path: string }[] } }).error.issues[0]?.path).toBe(
@@ -106,7 +112,12 @@ describe("the tasks service", () => {
       split: "held-out",
       splitSource: "metadata",
     });
-    expect(all.filter((t) => t.id !== "extend-todo-done").every((t) => t.splitSource === "hash")).toBe(true);
+    const fromMetadata = ["extend-todo-done", "qa-sum-file"];
+    expect(all.find((t) => t.id === "qa-sum-file")).toMatchObject({
+      split: "held-out",
+      splitSource: "metadata",
+    });
+    expect(all.filter((t) => !fromMetadata.includes(t.id)).every((t) => t.splitSource === "hash")).toBe(true);
   });
 
   it("gives the agent the instruction and environment, never the tests or the solution", async () => {
@@ -245,7 +256,7 @@ describe("the tasks service", () => {
     try {
       const again = makeApp(reopened);
       const body = (await (await again.request("/v1/tasks")).json()) as { tasks: TaskSummary[] };
-      expect(body.tasks).toHaveLength(9);
+      expect(body.tasks).toHaveLength(10);
       expect(body.tasks.find((t) => t.id === "repair-median")?.controls?.passed).toBe(true);
     } finally {
       reopened.close();

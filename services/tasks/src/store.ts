@@ -30,7 +30,8 @@ CREATE TABLE IF NOT EXISTS tasks (
   verifier_env TEXT NOT NULL,
   requires TEXT NOT NULL,
   imported_at TEXT NOT NULL,
-  guard TEXT NOT NULL DEFAULT '{}'
+  guard TEXT NOT NULL DEFAULT '{}',
+  tier TEXT
 );
 CREATE TABLE IF NOT EXISTS task_files (
   task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
@@ -64,6 +65,7 @@ interface Row {
   requires: string;
   imported_at: string;
   guard: string;
+  tier: string | null;
 }
 
 /** The stored `[guard]` table in the runner's shape (a registry from before the column reads as none). */
@@ -81,6 +83,7 @@ const toSummary = (row: Row, calibrations: Calibration[] = []): TaskSummary => (
   category: row.category,
   split: row.split,
   splitSource: row.split_source,
+  tier: row.tier ?? null,
   labels: row.labels ? (JSON.parse(row.labels) as EvaluationLabels) : null,
   controls: row.controls ? (JSON.parse(row.controls) as ControlResults) : null,
   calibrations: calibrations.filter((c) => c.taskHash === row.hash),
@@ -100,11 +103,12 @@ export class TaskStore {
     this.db.pragma("journal_mode = WAL");
     this.db.pragma("foreign_keys = ON");
     this.db.exec(SCHEMA);
-    // Registries written before tasks carried guard rules gain the column (read as none).
+    // Registries written before tasks carried guard rules or tiers gain the columns (read as none).
     const columns = this.db.prepare("PRAGMA table_info(tasks)").all() as { name: string }[];
     if (!columns.some((c) => c.name === "guard")) {
       this.db.exec("ALTER TABLE tasks ADD COLUMN guard TEXT NOT NULL DEFAULT '{}'");
     }
+    if (!columns.some((c) => c.name === "tier")) this.db.exec("ALTER TABLE tasks ADD COLUMN tier TEXT");
   }
 
   /**
@@ -123,9 +127,9 @@ export class TaskStore {
       this.db
         .prepare(
           `INSERT INTO tasks (id, hash, category, split, split_source, labels, controls, instruction,
-             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard)
+             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier)
            VALUES (@id, @hash, @category, @split, @split_source, @labels, @controls, @instruction,
-             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard)`,
+             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier)`,
         )
         .run({
           id: task.id,
@@ -142,6 +146,7 @@ export class TaskStore {
           requires: JSON.stringify(task.toml.environment.requires),
           imported_at: new Date().toISOString(),
           guard: JSON.stringify(task.toml.guard),
+          tier: task.toml.metadata.tier ?? null,
         });
       const insert = this.db.prepare(
         "INSERT INTO task_files (task_id, part, path, mode, content) VALUES (?, ?, ?, ?, ?)",
@@ -189,6 +194,7 @@ export class TaskStore {
       .filter((task) => {
         if (query.category && task.category !== query.category) return false;
         if (query.split && task.split !== query.split) return false;
+        if (query.tier && task.tier !== query.tier) return false;
         if (query.status && task.labels?.status !== query.status) return false;
         if (query.controls) {
           const state = task.controls === null ? "unchecked" : task.controls.passed ? "passed" : "failed";

@@ -25,17 +25,20 @@ export interface ExperimentFlags {
   name?: string | undefined;
   lr?: string | undefined;
   heldout?: string | undefined;
+  "heldout-tier"?: string | undefined;
   candidate?: string | undefined;
 }
 
 export const experimentUsage = `  experiment [--full] [--steps N] [--seed S] [--batch B] [--group G] [--attempts A]
-        [--tasks ID,ID] [--heldout N] [--temperature T] [--lr LR] [--out DIR]
-        [--candidate SERVED-NAME]
+        [--tasks ID,ID] [--heldout N] [--heldout-tier TIER|all] [--temperature T] [--lr LR]
+        [--out DIR] [--candidate SERVED-NAME]
                      evaluate the base model on held-out tasks, train N steps, evaluate the
                      adapter against the base on the same tasks, attempts and seeds; prints
                      the learning curves and the verdict, writes a report (Markdown, JSON, PNG);
                      --candidate skips training and judges an adapter version already served
-                     (a run stopped early: its report has no curves)`;
+                     (a run stopped early: its report has no curves); the held-out tasks are
+                     those of the training tasks' tier when they share one (--heldout-tier
+                     names another, or all)`;
 
 /** The two sizes of the experiment: the demo's short one, and the full one that decides. */
 const SIZES = {
@@ -53,11 +56,46 @@ const int = (v: string | undefined, d: number) => (v === undefined ? d : Number(
 const pct = (x: number | null) => (x === null ? "n/a" : `${(100 * x).toFixed(1)}%`);
 const num = (x: number | null | undefined, d = 3) => (x === null || x === undefined ? "n/a" : x.toFixed(d));
 
+const listTasks = async (config: StackConfig, query: string) =>
+  (
+    await callJson(`http://${config.host}:${config.ports.tasks}/v1/tasks?${query}`, {
+      schema: z.object({ tasks: z.array(z.custom<TaskSummary>()) }),
+    })
+  ).tasks;
+
+/**
+ * The held-out tasks to judge on: the held-out tasks of one tier, so the experiment judges what it
+ * trains for; the tier is named, or the one every training task shares. The choice rests on what a
+ * task is, never on a measured score (choosing by the base's score would favour the adapter by
+ * regression to the mean). Undefined: every held-out task (the evaluation's own limit applies).
+ */
+export async function heldOutTasks(
+  config: StackConfig,
+  flags: ExperimentFlags,
+  training: string[] | undefined,
+  say: Say,
+): Promise<string[] | undefined> {
+  let tier = flags["heldout-tier"];
+  if (tier === "all") return undefined;
+  if (!tier && training) {
+    const tiers = new Set(
+      (await listTasks(config, "split=train")).filter((t) => training.includes(t.id)).map((t) => t.tier),
+    );
+    if (tiers.size === 1) tier = [...tiers][0] ?? undefined;
+  }
+  if (!tier) return undefined;
+  const ids = (
+    await listTasks(config, `split=held-out&controls=passed&tier=${encodeURIComponent(tier)}`)
+  ).map((t) => t.id);
+  if (ids.length === 0) throw new Error(`no held-out task of tier ${tier} has passed its controls`);
+  say(`held-out: the ${ids.length} held-out tasks of tier ${tier}`);
+  return ids;
+}
+
 /** Training tasks: the named ones, else the calibrated ones inside the band, else the whole train split. */
 async function trainingTasks(config: StackConfig, flags: ExperimentFlags, harness: string, say: Say) {
   if (flags.tasks) return flags.tasks.split(",").map((t) => t.trim());
-  const url = `http://${config.host}:${config.ports.tasks}/v1/tasks?split=train&controls=passed`;
-  const { tasks } = await callJson(url, { schema: z.object({ tasks: z.array(z.custom<TaskSummary>()) }) });
+  const tasks = await listTasks(config, "split=train&controls=passed");
   const banded = tasks.filter((t) =>
     t.calibrations.some(
       (c) =>
@@ -119,9 +157,11 @@ export async function experiment(config: StackConfig, flags: ExperimentFlags, sa
     say(
       `experiment ${name}: ${flags.candidate} (trained ${version} steps earlier) against ${config.modelName}`,
     );
-    return judge(judging, { steps: version, candidate: flags.candidate, curves: [] });
+    const heldOut = await heldOutTasks(config, flags, await trainingTasks(config, flags, harness, say), say);
+    return judge(judging, { steps: version, candidate: flags.candidate, curves: [] }, heldOut);
   }
   const tasks = await trainingTasks(config, flags, harness, say);
+  const heldOut = await heldOutTasks(config, flags, tasks, say);
 
   say(`experiment ${name}: ${config.modelName} with ${harness}, ${steps} steps, seed ${seed}`);
   const run = await train(
@@ -147,7 +187,7 @@ export async function experiment(config: StackConfig, flags: ExperimentFlags, sa
     say(`the training run ended ${run.status}: no verdict`);
     return 1;
   }
-  return judge(judging, { steps, candidate: run.progress.servedName, curves: run.progress.metrics });
+  return judge(judging, { steps, candidate: run.progress.servedName, curves: run.progress.metrics }, heldOut);
 }
 
 interface Judging {
@@ -168,6 +208,7 @@ interface Judging {
 async function judge(
   j: Judging,
   trained: { steps: number; candidate: string; curves: StepMetrics[] },
+  heldOut: string[] | undefined,
 ): Promise<number> {
   const { config, flags, say, name, harness, seed, temperature, attempts, limits, size, started } = j;
   const { steps, candidate } = trained;
@@ -181,7 +222,7 @@ async function judge(
       temperature: String(temperature),
     },
     say,
-    { ...limits, seed, id: `${name}-eval` },
+    { ...limits, seed, id: `${name}-eval`, ...(heldOut ? { tasks: heldOut } : {}) },
   );
   if (view.status !== "COMPLETED" || !view.output) return 1;
   const report = buildExperimentReport({

@@ -24,6 +24,7 @@ const stack: StackConfig = loadStackConfig({
   BRIDLE_MAX_TOKENS: "256",
 });
 const url = (port: number) => `http://${stack.host}:${port}`;
+const gatewayHeaders = { authorization: `Bearer ${stack.apiToken}` };
 const RunView = z.object({ status: WorkflowStatus, progress: RunProgress.nullable() });
 const TASK = "build-hello-file";
 
@@ -65,6 +66,7 @@ describe("the embedded 0.5B learns from its own rollouts of a real bundled task"
     const name = "qwen-learns";
     await callJson(`${url(stack.ports.gateway)}/v1/runs`, {
       schema: z.unknown(),
+      headers: gatewayHeaders,
       body: {
         name,
         baseModel: stack.modelName,
@@ -79,10 +81,16 @@ describe("the embedded 0.5B learns from its own rollouts of a real bundled task"
         train: { learningRate: 1e-4, seed: 3 },
       },
     });
-    let run = await callJson(`${url(stack.ports.gateway)}/v1/runs/${name}`, { schema: RunView });
+    let run = await callJson(`${url(stack.ports.gateway)}/v1/runs/${name}`, {
+      schema: RunView,
+      headers: gatewayHeaders,
+    });
     for (let i = 0; run.status === "RUNNING" && i < 1_200; i++) {
       await sleep(2_000);
-      run = await callJson(`${url(stack.ports.gateway)}/v1/runs/${name}`, { schema: RunView });
+      run = await callJson(`${url(stack.ports.gateway)}/v1/runs/${name}`, {
+        schema: RunView,
+        headers: gatewayHeaders,
+      });
     }
     expect(run.status).toBe("COMPLETED");
     const metrics = run.progress!.metrics;

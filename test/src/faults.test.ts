@@ -8,6 +8,7 @@ import {
   componentState,
   config,
   ensureBundledTasks,
+  gatewayHeaders,
   gatewayUrl,
   postJson,
   servingUrl,
@@ -26,7 +27,8 @@ import {
  */
 const FIXTURE = "qa-random-credit";
 const RunView = z.object({ status: z.string(), progress: RunProgress.nullable() });
-const run = (name: string) => callJson(`${gatewayUrl}/v1/runs/${name}`, { schema: RunView });
+const run = (name: string) =>
+  callJson(`${gatewayUrl}/v1/runs/${name}`, { schema: RunView, headers: gatewayHeaders });
 const trainerUrl = `http://${config.host}:${config.ports.trainer}/v1`;
 const tasksUrl = `http://${config.host}:${config.ports.tasks}/v1/tasks`;
 const GROUP = 2;

@@ -3,6 +3,8 @@ import { loadStackConfig, stackComponents, status } from "@bridle/cli/stack";
 /** The running test stack's configuration (from the env vitest.config.ts sets). */
 export const config = loadStackConfig();
 export const gatewayUrl = `http://${config.host}:${config.ports.gateway}`;
+/** The gateway is closed without its token (the stack keeps one in its home's api-token). */
+export const gatewayHeaders = { authorization: `Bearer ${config.apiToken}` };
 export const servingUrl = `http://${config.host}:${config.ports.serving}`;
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -39,7 +41,11 @@ export async function postJson(url: string, body: unknown, headers: Record<strin
   const res = await fetch(url, {
     method: "POST",
     body: JSON.stringify(body),
-    headers: { "content-type": "application/json", ...headers },
+    headers: {
+      "content-type": "application/json",
+      ...(url.startsWith(gatewayUrl) ? gatewayHeaders : {}),
+      ...headers,
+    },
   });
   const text = await res.text();
   let json: unknown;

@@ -1,10 +1,20 @@
+import { statSync } from "node:fs";
 import { createServer } from "node:net";
+import { join } from "node:path";
 import { loadStackConfig, up } from "@bridle/cli/stack";
 import { ProbeView } from "@bridle/contracts";
 import { openApiOf } from "@bridle/service-kit/testing";
 import { Client, Connection } from "@temporalio/client";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { componentState, config, gatewayUrl, postJson, serviceUrls, waitFor } from "./helpers.ts";
+import {
+  componentState,
+  config,
+  gatewayHeaders,
+  gatewayUrl,
+  postJson,
+  serviceUrls,
+  waitFor,
+} from "./helpers.ts";
 import { testStackEnv } from "./stack-env.ts";
 
 const connection = await Connection.connect({ address: `${config.host}:${config.ports.temporal}` });
@@ -14,7 +24,9 @@ afterAll(() => connection.close());
 async function runProbe(prompt: string) {
   const started = await postJson(`${gatewayUrl}/v1/probes`, { prompt, maxTokens: 6 });
   expect(started.status).toBe(202);
-  const res = await fetch(`${gatewayUrl}/v1/probes/${started.json.id}?wait=true`);
+  const res = await fetch(`${gatewayUrl}/v1/probes/${started.json.id}?wait=true`, {
+    headers: gatewayHeaders,
+  });
   return {
     id: started.json.id as string,
     uiUrl: started.json.uiUrl as string,
@@ -71,6 +83,18 @@ describe("the embedded stack", () => {
     expect(activities).toEqual(["describeModel", "sampleCompletion"]);
     const description = await temporal.workflow.getHandle(id).describe();
     expect(await description.staticSummary()).toMatch(/Stack probe/);
+  });
+
+  it("keeps the gateway closed by default: no token, no run; the token file is its owner's alone", async () => {
+    const open = await fetch(`${gatewayUrl}/v1/runs`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ name: "no-token" }),
+    });
+    expect(open.status).toBe(401);
+    expect((await fetch(`${gatewayUrl}/v1/runs`)).status).toBe(401);
+    expect((await fetch(`${gatewayUrl}/v1/runs`, { headers: gatewayHeaders })).status).toBe(200);
+    expect(statSync(join(config.home, "api-token")).mode & 0o777).toBe(0o600);
   });
 
   it("serves an OpenAPI document from every service", async () => {

@@ -5,7 +5,15 @@ import { callJson } from "@bridle/service-kit";
 import { Client, Connection } from "@temporalio/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { componentState, config, ensureBundledTasks, gatewayUrl, postJson, waitFor } from "./helpers.ts";
+import {
+  componentState,
+  config,
+  ensureBundledTasks,
+  gatewayHeaders,
+  gatewayUrl,
+  postJson,
+  waitFor,
+} from "./helpers.ts";
 
 const RunView = z.object({ status: z.string(), uiUrl: z.string(), progress: RunProgress.nullable() });
 const EvalView = z.object({
@@ -25,7 +33,8 @@ beforeAll(async () => {
 }, 900_000);
 afterAll(() => connection?.close());
 
-const run = (name: string) => callJson(`${gatewayUrl}/v1/runs/${name}`, { schema: RunView });
+const run = (name: string) =>
+  callJson(`${gatewayUrl}/v1/runs/${name}`, { schema: RunView, headers: gatewayHeaders });
 
 describe("a training run and an evaluation on the real embedded stack (pi, SmolLM2 on vLLM)", () => {
   it("trains through the HTTP API and survives a worker killed mid-rollout", async () => {
@@ -86,6 +95,7 @@ describe("a training run and an evaluation on the real embedded stack (pi, SmolL
     expect(started.status).toBe(202);
     const view = await callJson(`${gatewayUrl}/v1/evals/e2e-eval?wait=true`, {
       schema: EvalView,
+      headers: gatewayHeaders,
       timeoutMs: 900_000,
     });
     expect(view.status).toBe("COMPLETED");

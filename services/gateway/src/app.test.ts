@@ -1,3 +1,5 @@
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
 import { createLogger } from "@bridle/service-kit";
 import { errorOf, issuePaths, openApiOf } from "@bridle/service-kit/testing";
 import { Client, Connection } from "@temporalio/client";
@@ -8,7 +10,9 @@ import { createGatewayApp } from "./app.ts";
 // closed port is enough here; the real workflow path is covered in test/ on the running stack.
 const temporal = new Client({ connection: Connection.lazy({ address: "127.0.0.1:1" }), namespace: "bridle" });
 const log = createLogger("gateway", "silent");
-const app = (apiToken?: string) =>
+const token = "a-token-of-sufficient-length";
+const bearer = { authorization: `Bearer ${token}` };
+const gateway = (apiToken: string) =>
   createGatewayApp({
     log,
     temporal,
@@ -17,6 +21,14 @@ const app = (apiToken?: string) =>
     servingUrl: "http://127.0.0.1:1",
     apiToken,
   });
+/** The gateway called with its token, as the CLI calls it. */
+const app = () => {
+  const inner = gateway(token);
+  return {
+    request: (path: string, init: RequestInit = {}) =>
+      inner.request(path, { ...init, headers: { ...bearer, ...(init.headers as Record<string, string>) } }),
+  };
+};
 
 const json = (body: unknown, headers: Record<string, string> = {}) => ({
   method: "POST",
@@ -43,13 +55,34 @@ describe("gateway API contract", () => {
     expect((await errorOf(res)).code).toBe("not_found");
   });
 
-  it("requires the bearer token when one is configured", async () => {
-    const token = "a-token-of-sufficient-length";
-    const guarded = app(token);
-    expect((await guarded.request("/v1/probes/probe-1")).status).toBe(401);
+  it("is closed by default: every /v1 route needs the token, and there is no gateway without one", async () => {
+    const guarded = gateway(token);
+    for (const path of ["/v1/probes/probe-1", "/v1/runs", "/v1/evals/e-1", "/v1/adapters"]) {
+      const res = await guarded.request(path);
+      expect(res.status, path).toBe(401);
+      expect((await errorOf(res)).message).toMatch(/bearer token/);
+    }
     const wrong = await guarded.request("/v1/probes", json({}, { authorization: "Bearer nope" }));
     expect(wrong.status).toBe(401);
+    const started = await guarded.request(
+      "/v1/runs",
+      json({ name: "x" }, { authorization: `Bearer ${token}x` }),
+    );
+    expect(started.status).toBe(401);
     expect((await guarded.request("/healthz")).status).toBe(200);
+    expect(() => gateway("")).toThrow(/at least 16 characters/);
+    expect(() => gateway("short")).toThrow(/at least 16 characters/);
+  });
+
+  it("refuses to start without a token, naming the setting", () => {
+    const result = spawnSync(process.execPath, ["--import", "tsx", "src/main.ts"], {
+      cwd: fileURLToPath(new URL("..", import.meta.url)),
+      env: { PATH: process.env.PATH ?? "", PORT: "1" },
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+    expect(result.status).not.toBe(0);
+    expect(result.stderr + result.stdout).toMatch(/BRIDLE_API_TOKEN.*closed by default/);
   });
 
   it("serves its OpenAPI document", async () => {

@@ -11,7 +11,8 @@ export interface GatewayDeps {
   namespace: string;
   uiUrl: string;
   servingUrl: string;
-  apiToken?: string | undefined;
+  /** Required on every /v1 route: the control plane is closed by default. */
+  apiToken: string;
   bodyLimitBytes?: number;
 }
 
@@ -23,15 +24,11 @@ export function createGatewayApp(deps: GatewayDeps) {
     log: deps.log,
     ...(deps.bodyLimitBytes ? { bodyLimitBytes: deps.bodyLimitBytes } : {}),
   });
-  if (deps.apiToken) {
-    app.use(
-      "/v1/*",
-      requireBearer(
-        deps.apiToken,
-        "missing or wrong bearer token (Authorization: Bearer <BRIDLE_API_TOKEN>)",
-      ),
-    );
-  }
+  if (deps.apiToken.length < 16) throw new Error("the gateway's API token must have at least 16 characters");
+  app.use(
+    "/v1/*",
+    requireBearer(deps.apiToken, "missing or wrong bearer token (Authorization: Bearer <BRIDLE_API_TOKEN>)"),
+  );
   app.route("/v1/probes", probeRoutes(deps));
   app.route("/v1/runs", runRoutes(deps));
   app.route("/v1/evals", evalRoutes(deps));

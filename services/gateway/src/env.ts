@@ -9,10 +9,11 @@ export const GatewayEnv = BaseEnv.extend({
   TEMPORAL_UI_URL: z.string().url().default("http://127.0.0.1:8233"),
   SERVING_URL: z.string().url().default("http://127.0.0.1:8701"),
   BRIDLE_API_TOKEN: z
-    .string()
+    .string({
+      error: "required: the API is closed by default (bridle up keeps one in <BRIDLE_HOME>/api-token)",
+    })
     .min(16, "use at least 16 characters")
-    .optional()
-    .describe("Bearer token required on /v1 routes; unset means no token (loopback only)"),
+    .describe("Bearer token required on every /v1 route; the gateway does not start without one"),
 });
 export type GatewayEnv = z.infer<typeof GatewayEnv>;
 

@@ -5,9 +5,7 @@ import type { StackConfig } from "../stack/index.ts";
 /** Runs the stack probe workflow through the gateway and waits for its result. */
 export async function runProbe(config: StackConfig, prompt?: string): Promise<ProbeView> {
   const gateway = `http://${config.host}:${config.ports.gateway}`;
-  const headers: Record<string, string> = config.apiToken
-    ? { authorization: `Bearer ${config.apiToken}` }
-    : {};
+  const headers = { authorization: `Bearer ${config.apiToken}` };
   const started = await callJson(`${gateway}/v1/probes`, {
     schema: ProbeStarted,
     body: prompt ? { prompt } : {},

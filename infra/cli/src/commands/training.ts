@@ -59,8 +59,9 @@ function rolloutLimits(flags: TrainingFlags): Record<string, number> {
 }
 
 const gateway = (config: StackConfig) => `http://${config.host}:${config.ports.gateway}`;
-const auth = (config: StackConfig): Record<string, string> =>
-  config.apiToken ? { authorization: `Bearer ${config.apiToken}` } : {};
+const auth = (config: StackConfig): Record<string, string> => ({
+  authorization: `Bearer ${config.apiToken}`,
+});
 const int = (value: string | undefined, fallback: number) => (value === undefined ? fallback : Number(value));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -170,7 +170,7 @@ export function stackComponents(config: StackConfig): Component[] {
         TEMPORAL_ADDRESS: temporalAddress,
         TEMPORAL_UI_URL: url(ports.temporalUi),
         SERVING_URL: url(ports.serving),
-        ...(config.apiToken ? { BRIDLE_API_TOKEN: config.apiToken } : {}),
+        BRIDLE_API_TOKEN: config.apiToken,
       },
       ports: [{ port: ports.gateway, setting: "BRIDLE_PORT_BASE" }],
       health: { kind: "http", url: `${url(ports.gateway)}/healthz` },

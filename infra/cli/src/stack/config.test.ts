@@ -1,6 +1,9 @@
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { stackComponents } from "./components.ts";
-import { autoPrecision, loadStackConfig } from "./config.ts";
+import { autoPrecision, loadStackConfig, localApiToken } from "./config.ts";
 
 describe("stack settings", () => {
   it("derives every service port from the base", () => {
@@ -35,5 +38,33 @@ describe("stack settings", () => {
     expect(vllm.args[vllm.args.indexOf("--dtype") + 1]).toBe("float32");
     expect(components.find((c) => c.name === "trainer")!.env.TRAINER_PRECISION).toBe("fp32");
     expect(() => loadStackConfig({ BRIDLE_PRECISION: "fp16" })).toThrow(/BRIDLE_PRECISION/);
+  });
+});
+
+describe("the gateway's API token", () => {
+  it("is made once per home, readable by its owner alone, and handed to the gateway", () => {
+    const home = mkdtempSync(join(tmpdir(), "bridle-token-"));
+    try {
+      const config = loadStackConfig({ BRIDLE_HOME: home });
+      expect(config.apiToken).toMatch(/^[\w-]{43}$/);
+      expect(statSync(join(home, "api-token")).mode & 0o777).toBe(0o600);
+      expect(loadStackConfig({ BRIDLE_HOME: home }).apiToken).toBe(config.apiToken);
+      const gateway = stackComponents(config).find((c) => c.name === "gateway")!;
+      expect(gateway.env.BRIDLE_API_TOKEN).toBe(config.apiToken);
+      // A token set explicitly wins; the file is left as it is.
+      const explicit = loadStackConfig({ BRIDLE_HOME: home, BRIDLE_API_TOKEN: "x".repeat(20) });
+      expect(explicit.apiToken).toBe("x".repeat(20));
+      expect(readFileSync(join(home, "api-token"), "utf8").trim()).toBe(config.apiToken);
+      chmodSync(join(home, "api-token"), 0o644);
+      expect(localApiToken(home)).toBe(config.apiToken);
+      expect(statSync(join(home, "api-token")).mode & 0o777).toBe(0o600);
+      writeFileSync(join(home, "api-token"), "short\n");
+      expect(() => localApiToken(home)).toThrow(/api-token: the API token must have at least 16 characters/);
+      expect(() => loadStackConfig({ BRIDLE_HOME: home, BRIDLE_API_TOKEN: "short" })).toThrow(
+        /BRIDLE_API_TOKEN/,
+      );
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
   });
 });

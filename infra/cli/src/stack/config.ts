@@ -1,4 +1,5 @@
-import { existsSync, readFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadEnv } from "@bridle/service-kit";
@@ -83,7 +84,13 @@ export const StackEnv = z.object({
     .max(64)
     .default(1)
     .describe("Guard processes on its one port; more beside a GPU server running hundreds of rollouts"),
-  BRIDLE_API_TOKEN: z.string().min(16).optional(),
+  BRIDLE_API_TOKEN: z
+    .string()
+    .min(16, "use at least 16 characters")
+    .optional()
+    .describe(
+      "The gateway's bearer token; unset: the one kept in <BRIDLE_HOME>/api-token, made on first use",
+    ),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 export type StackEnv = z.infer<typeof StackEnv>;
@@ -118,7 +125,8 @@ export interface StackConfig {
   maxLoraRank: number;
   maxTokens: number;
   guardWorkers: number;
-  apiToken: string | undefined;
+  /** The gateway's bearer token: its API is closed without it, always. */
+  apiToken: string;
   logLevel: string;
   dirs: { logs: string; run: string; temporal: string };
   /** The settings it was loaded from (BRIDLE_* and LOG_LEVEL): the supervisor is started with these. */
@@ -160,7 +168,7 @@ export function loadStackConfig(source: Record<string, string | undefined> = pro
     maxLoraRank: env.BRIDLE_VLLM_MAX_LORA_RANK,
     maxTokens: env.BRIDLE_MAX_TOKENS,
     guardWorkers: env.BRIDLE_GUARD_WORKERS,
-    apiToken: env.BRIDLE_API_TOKEN,
+    apiToken: env.BRIDLE_API_TOKEN ?? localApiToken(home),
     logLevel: env.LOG_LEVEL,
     dirs: { logs: join(data, "logs"), run: join(data, "run"), temporal: join(data, "temporal") },
     settings: Object.fromEntries(
@@ -170,6 +178,28 @@ export function loadStackConfig(source: Record<string, string | undefined> = pro
       ),
     ),
   };
+}
+
+/**
+ * The token kept in `<home>/api-token`, readable by its owner alone; made (32 random bytes) the
+ * first time anything of the stack asks for it, so the gateway is never open and the CLI on the
+ * same machine always holds the key.
+ */
+export function localApiToken(home: string): string {
+  const path = join(home, "api-token");
+  if (!existsSync(path)) {
+    mkdirSync(home, { recursive: true });
+    try {
+      writeFileSync(path, `${randomBytes(32).toString("base64url")}\n`, { mode: 0o600, flag: "wx" });
+    } catch (err) {
+      // Another process of the stack made it first: read theirs.
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    }
+  }
+  if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, 0o600);
+  const token = readFileSync(path, "utf8").trim();
+  if (token.length < 16) throw new Error(`${path}: the API token must have at least 16 characters`);
+  return token;
 }
 
 /** Whether the bootstrap has installed what the stack runs on. */

@@ -75,6 +75,8 @@ async function main(argv: string[]): Promise<number> {
       out: { type: "string" },
       lr: { type: "string" },
       heldout: { type: "string" },
+      "heldout-tier": { type: "string" },
+      tier: { type: "string" },
     },
   });
   const command = positionals[0];

@@ -6,6 +6,7 @@ import { callJson } from "@bridle/service-kit";
 import { z } from "zod";
 import { repoRoot } from "../stack/config.ts";
 import type { StackConfig } from "../stack/index.ts";
+import { CALIBRATION_MAX_TURNS } from "./tasks.ts";
 import { evaluate, train } from "./training.ts";
 
 type Say = (line: string) => void;
@@ -42,8 +43,26 @@ export const experimentUsage = `  experiment [--full] [--steps N] [--seed S] [--
 
 /** The two sizes of the experiment: the demo's short one, and the full one that decides. */
 const SIZES = {
-  short: { steps: 2, batch: 1, group: 4, attempts: 1, heldOut: 8, maxTurns: 4, agentTimeoutSec: 300 },
-  full: { steps: 6, batch: 2, group: 6, attempts: 2, heldOut: 1000, maxTurns: 5, agentTimeoutSec: 420 },
+  short: {
+    steps: 2,
+    batch: 1,
+    group: 4,
+    attempts: 1,
+    heldOut: 8,
+    maxTurns: 4,
+    agentTimeoutSec: 300,
+    lr: 2e-4,
+  },
+  full: {
+    steps: 8,
+    batch: 3,
+    group: 6,
+    attempts: 6,
+    lr: 3e-4,
+    heldOut: 1000,
+    maxTurns: CALIBRATION_MAX_TURNS,
+    agentTimeoutSec: 420,
+  },
 };
 
 /**
@@ -180,7 +199,7 @@ export async function experiment(config: StackConfig, flags: ExperimentFlags, sa
       ...limits,
       seed,
       temperature,
-      train: { learningRate: flags.lr ? Number(flags.lr) : 5e-5, scaleByStd: true, seed },
+      train: { learningRate: flags.lr ? Number(flags.lr) : size.lr, scaleByStd: true, seed },
     },
   );
   if (run.status !== "COMPLETED" || !run.progress) {

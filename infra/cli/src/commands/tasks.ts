@@ -12,6 +12,8 @@ export interface TasksFlags {
   tasks?: string | undefined;
   harness?: string | undefined;
   split?: string | undefined;
+  tier?: string | undefined;
+  "max-turns"?: string | undefined;
   json?: boolean | undefined;
   "no-record"?: boolean | undefined;
   parallel?: string | undefined;
@@ -27,11 +29,15 @@ export const tasksUsage = `  tasks validate <dir> [--no-record] [--parallel N] [
                      import task folders into the running tasks service (controls run there)
   tasks list [--json] list the tasks in the registry, with each one's measured base success
   tasks calibrate [--attempts 8] [--temperature 0.8] [--harness pi] [--split train|held-out]
-        [--tasks ID,ID]
+        [--tier TIER] [--tasks ID,ID] [--max-turns 5]
                      measure each task's base success (k rollouts of the base model at the
-                     training temperature) and store it in the registry`;
+                     training temperature and the full experiment's call budget) and store it
+                     in the registry`;
 
 type Say = (line: string) => void;
+
+/** Model calls per calibration rollout: `bridle experiment --full`'s budget. */
+export const CALIBRATION_MAX_TURNS = 5;
 
 /** One line per task: `ok`, or every problem found. */
 function verdictLine(v: TaskVerdict): string {
@@ -128,7 +134,9 @@ async function calibrate(config: StackConfig, flags: TasksFlags, say: Say): Prom
   const { tasks } = await callJson(url, { schema: z.object({ tasks: z.array(z.custom<TaskSummary>()) }) });
   const wanted = flags.tasks?.split(",").map((t) => t.trim());
   const chosen = tasks.filter((t) =>
-    wanted ? wanted.includes(t.id) : !flags.split || t.split === flags.split,
+    wanted
+      ? wanted.includes(t.id)
+      : (!flags.split || t.split === flags.split) && (!flags.tier || t.tier === flags.tier),
   );
   const unknown = wanted?.filter((id) => !tasks.some((t) => t.id === id)) ?? [];
   if (unknown.length > 0) throw new Error(`no task with passing controls named ${unknown.join(", ")}`);
@@ -141,7 +149,9 @@ async function calibrate(config: StackConfig, flags: TasksFlags, say: Say): Prom
     attempts: Number(flags.attempts ?? 8),
     temperature: Number(flags.temperature ?? 0.8),
     concurrency: 4,
-    maxTurns: 8,
+    // The full experiment's budget of model calls per rollout, so the band it selects by is measured
+    // under the limits it trains with.
+    maxTurns: Number(flags["max-turns"] ?? CALIBRATION_MAX_TURNS),
   };
   say(
     `calibrating ${chosen.length} task(s): ${body.attempts} rollouts each of ${body.model} with ${body.harness}`,

@@ -41,7 +41,9 @@ beforeAll(async () => {
 }, 600_000);
 
 afterAll(async () => {
-  await down(stack, (line) => process.stdout.write(`[qwen stack] ${line}\n`));
+  const { leftovers } = await down(stack, (line) => process.stdout.write(`[qwen stack] ${line}\n`));
+  // Nothing of this stack may outlive its down (the suite's own stack is checked the same way).
+  expect(leftovers.map((l) => `${l.pid} ${l.command}`)).toEqual([]);
 }, 120_000);
 
 /** The LoRA B matrices of a PEFT adapter file: all zero when the adapter equals its base model. */

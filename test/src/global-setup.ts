@@ -36,7 +36,14 @@ export default async function setup(project: TestProject) {
   project.provide("upLines", lines);
 
   return async () => {
-    await down(config, (line) => process.stdout.write(`[stack] ${line}\n`));
+    const { leftovers } = await down(config, (line) => process.stdout.write(`[stack] ${line}\n`));
     if (!process.env.BRIDLE_TEST_KEEP_DATA) rmSync(config.data, { recursive: true, force: true });
+    // Nothing the suite started may outlive it: down stops every component with its process group,
+    // so a process still marked as the stack's at this point is a leak (killed now, and failed on).
+    if (leftovers.length > 0) {
+      throw new Error(
+        `the suite left ${leftovers.length} process(es) of its stack running after down:\n${leftovers.map((l) => `  ${l.pid} ${l.command}`).join("\n")}`,
+      );
+    }
   };
 }

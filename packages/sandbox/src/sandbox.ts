@@ -131,7 +131,9 @@ export class Sandbox {
         {
           detached: true,
           stdio: [options.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
-          env: {},
+          // Only the stack's mark (see @bridle/service-kit's STACK_MARK) reaches bwrap itself, so a
+          // sandbox that outlives its runner is found; what runs inside starts from --clearenv.
+          env: process.env.BRIDLE_STACK_ID ? { BRIDLE_STACK_ID: process.env.BRIDLE_STACK_ID } : {},
         },
       );
       const limit = options.maxOutputBytes ?? defaultLimits.maxOutputBytes;

@@ -7,3 +7,4 @@ export * from "./errors.ts";
 export * from "./logger.ts";
 export * from "./openapi.ts";
 export * from "./serve.ts";
+export * from "./stack-mark.ts";

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { StepProgress, TrainerWorkerInfo } from "@bridle/contracts";
-import type { Logger } from "@bridle/service-kit";
+import { type Logger, stackMarkEnv } from "@bridle/service-kit";
 import { repoRoot } from "./env.ts";
 
 export interface WorkerOptions {
@@ -96,6 +96,7 @@ export class TrainerWorker {
           PYTHONUNBUFFERED: "1",
           HF_HUB_OFFLINE: "1",
           TRANSFORMERS_OFFLINE: "1",
+          ...stackMarkEnv(),
         },
         stdio: ["pipe", "pipe", "pipe"],
       },

@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { join } from "node:path";
+import { STACK_MARK } from "@bridle/service-kit";
 import { type Component, stackComponents } from "./components.ts";
 import { missingInstall, repoRoot, type StackConfig } from "./config.ts";
 import {
@@ -10,7 +11,9 @@ import {
   portInUse,
   readPid,
   removeFile,
+  signalGroup,
   sleep,
+  stackProcesses,
   stopProcess,
   writePid,
 } from "./processes.ts";
@@ -102,6 +105,7 @@ function spawnSupervisor(config: StackConfig): void {
           Object.entries(process.env).filter(([k]) => !k.startsWith("BRIDLE_") && k !== "LOG_LEVEL"),
         ),
         ...config.settings,
+        [STACK_MARK]: config.data,
       },
       stdio: ["ignore", out, out],
       detached: true,
@@ -144,7 +148,15 @@ async function waitUntilHealthy(
 }
 
 /** Stops the stack: the supervisor stops its components in reverse order; leftovers are killed. */
-export async function down(config: StackConfig, progress: Progress = () => {}): Promise<void> {
+/**
+ * Stops the stack: the supervisor stops its components, each with its whole process group; then
+ * any process still marked as this stack's (one that left its group, or outlived a killed
+ * supervisor) is killed and waited for. Returns what had to be killed that way, so a leak shows.
+ */
+export async function down(
+  config: StackConfig,
+  progress: Progress = () => {},
+): Promise<{ leftovers: { pid: number; command: string }[] }> {
   const p = paths(config);
   const pid = supervisorPid(config);
   if (pid !== undefined) {
@@ -165,6 +177,16 @@ export async function down(config: StackConfig, progress: Progress = () => {}): 
     removeFile(p.pid(component.name));
   }
   removeFile(p.supervisorPid);
+  const leftovers = stackProcesses(config.data);
+  if (leftovers.length > 0) {
+    progress(
+      `killing ${leftovers.length} leftover process(es) of the stack: ${leftovers.map((l) => `${l.pid} ${l.command}`).join("; ")}`,
+    );
+    for (const l of leftovers) signalGroup(l.pid, "SIGKILL");
+    const deadline = Date.now() + 10_000;
+    while (leftovers.some((l) => isAlive(l.pid)) && Date.now() < deadline) await sleep(100);
+  }
+  return { leftovers };
 }
 
 export interface ComponentStatusView extends ComponentState {

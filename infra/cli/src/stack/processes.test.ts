@@ -1,6 +1,12 @@
 import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { STACK_MARK } from "@bridle/service-kit";
 import { describe, expect, it } from "vitest";
-import { groupAlive, isAlive, reapGroup } from "./processes.ts";
+import { loadStackConfig } from "./config.ts";
+import { down } from "./index.ts";
+import { groupAlive, isAlive, reapGroup, stackProcesses } from "./processes.ts";
 
 describe("a dead component's process group", () => {
   it("is reaped whole: children that outlive their leader (as vLLM's engine core does) are ended and waited for", async () => {
@@ -17,5 +23,34 @@ describe("a dead component's process group", () => {
     expect(groupAlive(pgid)).toBe(true); // its children live on: what a plain restart would leave
     expect(await reapGroup(pgid)).toBe(true);
     expect(groupAlive(pgid)).toBe(false);
+  });
+});
+
+describe("processes that leave their group", () => {
+  it("are found by the stack's mark and killed by down, which says so", async () => {
+    const home = mkdtempSync(join(tmpdir(), "bridle-leak-"));
+    const config = loadStackConfig({ BRIDLE_HOME: home });
+    const mark = { ...process.env, [STACK_MARK]: config.data };
+    try {
+      // setsid: a new session and group, out of reach of any group kill (a daemonising child does this).
+      const escaped = spawn("setsid", ["sleep", "300"], { env: mark, stdio: "ignore" });
+      const unmarked = spawn("sleep", ["300"], { stdio: "ignore" });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const found = stackProcesses(config.data).map((p) => p.pid);
+      expect(found).toContain(escaped.pid);
+      expect(found).not.toContain(unmarked.pid);
+      expect(stackProcesses(`${config.data}-other`)).toEqual([]);
+
+      const lines: string[] = [];
+      const { leftovers } = await down(config, (line) => lines.push(line));
+      expect(leftovers.map((l) => l.pid)).toEqual([escaped.pid]);
+      expect(leftovers[0]!.command).toBe("sleep 300");
+      expect(lines.join("\n")).toMatch(/killing 1 leftover process\(es\) of the stack: \d+ sleep 300/);
+      expect(isAlive(escaped.pid!)).toBe(false);
+      expect(stackProcesses(config.data)).toEqual([]);
+      unmarked.kill("SIGKILL");
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
   });
 });

@@ -1,7 +1,8 @@
 import { execFile } from "node:child_process";
-import { readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createConnection, createServer } from "node:net";
 import { promisify } from "node:util";
+import { STACK_MARK } from "@bridle/service-kit";
 import type { Health } from "./components.ts";
 
 const execFileAsync = promisify(execFile);
@@ -67,6 +68,30 @@ export async function stopProcess(pid: number, graceMs = 10_000): Promise<void> 
   while (isAlive(pid)) await sleep(50);
   // What is left of its group (vLLM's engine core) dies too, and is waited for.
   await reapGroup(pid, 10_000);
+}
+
+/**
+ * Every live process marked as one of this stack's, read from /proc/<pid>/environ (a process's
+ * environment as it was started, which it cannot hide by renaming itself). Our own process and
+ * zombies are left out.
+ */
+export function stackProcesses(stackId: string): { pid: number; command: string }[] {
+  const mark = Buffer.from(`${STACK_MARK}=${stackId}\0`);
+  const found: { pid: number; command: string }[] = [];
+  for (const entry of readdirSync("/proc")) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    let environ: Buffer;
+    try {
+      environ = readFileSync(`/proc/${pid}/environ`);
+    } catch {
+      continue; // gone, or not ours to read
+    }
+    const at = environ.indexOf(mark);
+    if ((at === 0 || (at > 0 && environ[at - 1] === 0)) && isAlive(pid))
+      found.push({ pid, command: commandLine(pid).trim().slice(0, 200) });
+  }
+  return found;
 }
 
 /** Whether something already listens on host:port. */

@@ -20,6 +20,10 @@ export const EvalOutcome = z.object({
   attempt: z.number().int().nonnegative(),
   correct: z.boolean().nullable(),
   toolCalls: z.number().int().nonnegative(),
+  blocked: z
+    .array(z.string())
+    .default([])
+    .describe("Rules of the calls the guard blocked (a blocked attempt never counts as solved)"),
   servedBy: ServedBy,
   failure: z.string().optional(),
 });
@@ -37,6 +41,10 @@ const ArmSummary = z.object({
   solved: z.number().int(),
   attempts: z.number().int(),
   toolCallsPerSolved: z.number().nullable().describe("Mean tool calls over solved attempts"),
+  hackRate: Interval.describe(
+    "Share of valid attempts with at least one call the guard blocked (a shortcut tried), Wilson 95% interval",
+  ),
+  blockedByRule: z.record(z.string(), z.number().int()).describe("Blocked calls per guard rule"),
 });
 
 const Comparison = z.object({

@@ -5,6 +5,14 @@ const pts = (x: number | null) =>
   x !== null && Number.isFinite(x) ? `${x >= 0 ? "+" : ""}${(100 * x).toFixed(1)}` : "n/a";
 const num = (x: number | null) => (x === null ? "n/a" : x.toFixed(2));
 
+const rules = (byRule: Record<string, number>) =>
+  Object.keys(byRule).length === 0
+    ? "none"
+    : Object.entries(byRule)
+        .sort()
+        .map(([rule, n]) => `${rule} ${n}`)
+        .join(", ");
+
 function diff(c: Comparison): string {
   const d = c.difference;
   return `${pts(d.estimate)} pts [${pts(d.low)}, ${pts(d.high)}]`;
@@ -24,6 +32,8 @@ export function renderMarkdown(report: EvalReport): string {
     `| solved / attempts | ${o.candidate.solved} / ${o.candidate.attempts} | ${o.baseline.solved} / ${o.baseline.attempts} |`,
     `| tool calls per solved attempt | ${num(o.candidate.toolCallsPerSolved)} | ${num(o.baseline.toolCallsPerSolved)} |`,
     `| tool calls on the ${o.bothSolved.tasks} task(s) both solved | ${num(o.bothSolved.candidateToolCalls)} | ${num(o.bothSolved.baselineToolCalls)} |`,
+    `| hack rate: attempts with a blocked call (95% CI) | ${pct(o.candidate.hackRate.estimate)} [${pct(o.candidate.hackRate.low)}, ${pct(o.candidate.hackRate.high)}] | ${pct(o.baseline.hackRate.estimate)} [${pct(o.baseline.hackRate.low)}, ${pct(o.baseline.hackRate.high)}] |`,
+    `| blocked calls by rule | ${rules(o.candidate.blockedByRule)} | ${rules(o.baseline.blockedByRule)} |`,
     "",
     `Paired difference in success rate: **${diff(o)}**.`,
     "",

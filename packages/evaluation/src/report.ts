@@ -39,11 +39,16 @@ const interval = (i: { estimate: number; low: number; high: number }) => ({
 
 function armSummary(xs: EvalOutcome[]) {
   const solved = xs.filter((x) => x.correct).length;
+  const blockedByRule: Record<string, number> = {};
+  for (const x of xs)
+    for (const rule of x.blocked ?? []) blockedByRule[rule] = (blockedByRule[rule] ?? 0) + 1;
   return {
     successRate: interval(wilson(solved, xs.length)),
     solved,
     attempts: xs.length,
     toolCallsPerSolved: orNull(mean(solvedCalls(xs))),
+    hackRate: interval(wilson(xs.filter((x) => (x.blocked ?? []).length > 0).length, xs.length)),
+    blockedByRule,
   };
 }
 

@@ -56,6 +56,7 @@ export async function evaluation(config: EvalConfig & { id: string }): Promise<E
         attempt,
         correct: failed ? null : result.correctness === 1 && result.blocked.length === 0,
         toolCalls: result.toolCalls.guard,
+        blocked: result.blocked.map((b) => b.rule ?? "unnamed"),
         servedBy: { ...served[arm], model: result.servedModels[0] ?? model },
         ...(failed ? { failure: `${failed.stage}: ${failed.reason}` } : {}),
       };

@@ -19,6 +19,8 @@ function comparison({ adapter, base, ci, calls = [4, 4] }: Arms, tasks = 12) {
     solved: Math.round(rate * tasks * 2),
     attempts: tasks * 2,
     toolCallsPerSolved: toolCalls,
+    hackRate: { estimate: 0, low: 0, high: 0.1 },
+    blockedByRule: {},
   });
   return {
     tasks,
@@ -73,6 +75,7 @@ describe("the experiment's verdict", () => {
     expect(r.heldOut).toEqual({ tasks: 12, attempts: 2 });
     expect(r.success).toEqual({ base: 0.4, adapter: 0.6, diff: expect.closeTo(0.2), ci95: [-0.05, 0.45] });
     expect(r.callsPerSolved).toEqual({ base: 4, adapter: 4 });
+    expect(r.hackRate).toEqual({ base: 0, adapter: 0 });
     expect(r.categories.map((c) => c.category)).toEqual(["build", "repair"]);
   });
 

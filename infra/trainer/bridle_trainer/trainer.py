@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,8 +14,9 @@ import torch
 
 from .batch import StepRequest, TrainConfig, validate_or_raise
 from .errors import StepError
-from .grpo import group_advantages, grpo_loss, scored_logprobs
+from .grpo import group_advantages, grpo_loss
 from .model import LoraModel, load_base, pick_device
+from .prefix import prefix_groups, run_group, suffix
 from .sequences import Sequence, merge_calls
 from .store import StepStore, adapter_hash, normalise_adapter_config
 
@@ -70,21 +71,6 @@ def micro_batches(
         else:
             batches.append([item])
     return batches
-
-
-def completion_logprobs(
-    model: torch.nn.Module, batch: dict[str, torch.Tensor], attention: torch.Tensor | None, temperature: float
-) -> torch.Tensor:
-    """Logprobs of the generated tokens (aligned with the batch's mask and old logprobs), at the
-    sampling temperature, so they are comparable with the logprobs the model server reported."""
-    logits = model(input_ids=batch["ids"], attention_mask=attention, logits_to_keep=batch["keep"]).logits
-    return scored_logprobs(logits, batch["targets"], temperature)
-
-
-def attention_or_none(batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
-    """Without padding the mask is all ones: leaving it out lets attention take its faster causal path."""
-    attention = batch["attention"]
-    return None if bool(attention.all()) else attention
 
 
 def optimizer_steps(optimizer: torch.optim.Optimizer) -> int:
@@ -201,19 +187,53 @@ class Trainer:
             }
         # Zero-advantage sequences add nothing to the surrogate; they matter only for the KL term.
         used = items if config.kl_coef > 0 else [(s, a) for s, a in items if a != 0]
-        chunks = micro_batches(used, config.micro_batch_size, config.micro_batch_tokens)
-        batches = [collate(chunk, self.device) for chunk in chunks]
+        # Calls of one task share most of their prompt: each group's prefix runs once (prefix.py).
+        groups = prefix_groups(used)
+
+        def build(group_items: list[tuple[Sequence, float]]) -> list[dict[str, torch.Tensor]]:
+            chunks = micro_batches(group_items, config.micro_batch_size, config.micro_batch_tokens)
+            return [collate(chunk, self.device) for chunk in chunks]
+
+        units = sum(
+            len(
+                micro_batches(
+                    g.items if not g.shared else [(suffix(s, g.shared), a) for s, a in g.items],
+                    config.micro_batch_size,
+                    config.micro_batch_tokens,
+                )
+            )
+            for g in groups
+        )
         measure_kl = config.kl_coef > 0 or (config.measure_kl and self.lora.trained)
-        refs = self._reference_logprobs(batches, config.temperature) if measure_kl else [None] * len(batches)
-        total, done, first_loss, clipped, kl_sum = config.iterations * len(batches), 0, 0.0, 0, 0.0
-        drift_sum = 0.0
+        refs: list[torch.Tensor] = []
+        if measure_kl:
+            with torch.no_grad(), peft.disable_adapter():
+                for group in groups:
+                    run_group(
+                        peft,
+                        group,
+                        build,
+                        config.temperature,
+                        self.precision,
+                        lambda _batch, new: refs.append(new.detach()),
+                        grad=False,
+                    )
+        total, done = config.iterations * units, 0
+        stats = {"loss": 0.0, "clipped": 0, "kl": 0.0, "drift": 0.0, "masked": 0, "tokens": 0}
         peft.train()
         started = time.perf_counter()
         for iteration in range(config.iterations):
             optimizer.zero_grad(set_to_none=True)
-            for batch, ref in zip(batches, refs, strict=True):
-                with self.precision():
-                    new = completion_logprobs(peft, batch, attention_or_none(batch), config.temperature)
+            ref_of = iter(refs)
+
+            def on_batch(
+                batch: dict[str, torch.Tensor],
+                new: torch.Tensor,
+                first: bool = iteration == 0,
+                ref_of: Iterator[torch.Tensor] = ref_of,
+            ) -> torch.Tensor:
+                nonlocal done
+                ref = next(ref_of) if measure_kl else None
                 parts = grpo_loss(
                     new,
                     batch["old"],
@@ -224,31 +244,39 @@ class Trainer:
                     config.kl_coef,
                     ref,
                 )
-                parts.loss.backward()
-                if iteration == 0:
-                    first_loss += float(parts.loss.detach())
+                if first:
+                    stats["loss"] += float(parts.loss.detach())
                     # Before the first update the policy is the one that sampled: any gap here is a
                     # mismatch between the model server's numbers and the trainer's.
-                    drift_sum += float(((new.detach() - batch["old"]).abs() * batch["mask"]).sum())
-                    kl_sum += parts.kl_sum
-                clipped += parts.clipped_tokens
+                    stats["drift"] += float(((new.detach() - batch["old"]).abs() * batch["mask"]).sum())
+                    stats["kl"] += parts.kl_sum
+                    stats["masked"] += int(batch["mask"].sum())
+                stats["clipped"] += parts.clipped_tokens
+                stats["tokens"] += int(batch["attention"].sum())
                 done += 1
                 progress("train", done, total)
+                return parts.loss
+
+            for group in groups:
+                stats["tokens"] += group.shared
+                run_group(peft, group, build, config.temperature, self.precision, on_batch, grad=True)
             torch.nn.utils.clip_grad_norm_(self.lora.trainable(), config.max_grad_norm)
             optimizer.step()
         self.lora.trained = True
         seconds = time.perf_counter() - started
-        processed = config.iterations * sum(int(b["attention"].sum()) for b in batches)
-        masked = sum(int(b["mask"].sum()) for b in batches)
+        masked = stats["masked"]
         return {
             **base,
             "applied": True,
             "noopReason": None,
-            "loss": first_loss,
-            "clipFraction": clipped / max(masked * config.iterations, 1),
-            "kl": kl_sum / max(masked, 1),
-            "logprobDiff": drift_sum / max(masked, 1),
-            "tokens": processed,
+            "loss": stats["loss"],
+            "clipFraction": stats["clipped"] / max(masked * config.iterations, 1),
+            "kl": stats["kl"] / max(masked, 1),
+            "logprobDiff": stats["drift"] / max(masked, 1),
+            # Tokens run through the model (a shared prefix counts once per group and iteration).
+            "tokens": stats["tokens"],
+            "sequenceTokens": sum(len(seq.ids) for seq, _ in used),
+            "prefixGroups": sum(1 for g in groups if g.shared),
             "trainSeconds": seconds,
         }
 
@@ -257,15 +285,6 @@ class Trainer:
         if self.autocast:
             return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
-
-    @torch.no_grad()
-    def _reference_logprobs(
-        self, batches: list[dict[str, torch.Tensor]], temperature: float
-    ) -> list[torch.Tensor]:
-        peft = self.lora.peft
-        assert peft is not None
-        with peft.disable_adapter(), self.precision():
-            return [completion_logprobs(peft, b, b["attention"], temperature) for b in batches]
 
     def _save(
         self, tmp: Path, final: Path, req: StepRequest, summary: dict[str, Any], started: float

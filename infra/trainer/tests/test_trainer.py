@@ -120,24 +120,131 @@ def test_equal_rewards_are_a_reported_no_op(trainer):
     assert result["optimizerSteps"] == 0 and result["iterations"] == 0
 
 
+def _logprobs_of(trainer, items, min_shared=0):
+    """Scored logprobs of each item, in item order, through the prefix groups' passes."""
+    from bridle_trainer.prefix import PrefixGroup, prefix_groups, run_group
+    from bridle_trainer.trainer import collate
+
+    groups = prefix_groups(items, min_shared) if min_shared else [PrefixGroup(0, [it]) for it in items]
+    out = {}
+    for group in groups:
+        for seq, _ in group.items:
+            got: list[torch.Tensor] = []
+            run_group(
+                trainer.lora.peft,
+                PrefixGroup(group.shared, [(seq, 0.0)]),
+                lambda its: [collate(its, torch.device("cpu"))],
+                1.0,
+                trainer.precision,
+                lambda b, new, got=got: got.append(new[b["mask"].bool()]),
+                grad=False,
+            )
+            out[id(seq)] = got[0]
+    return [out[id(seq)] for seq, _ in items], groups
+
+
 def test_scored_logprobs_equal_the_full_computation_on_every_generated_token(trainer):
     from bridle_trainer.batch import ModelCall
+    from bridle_trainer.prefix import PrefixGroup, run_group
     from bridle_trainer.sequences import merge_calls
-    from bridle_trainer.trainer import collate, completion_logprobs
+    from bridle_trainer.trainer import collate
 
     one = merge_calls([ModelCall(PROMPT, GOOD, [-1.0] * 3)])[0]
     two = merge_calls([ModelCall(PROMPT[:3], BAD + GOOD, [-2.0] * 6)])[0]
     b = collate([(one, 1.0), (two, -1.0)], torch.device("cpu"))
     assert b["keep"].tolist() == list(range(2, 8))  # no logits for the prompt positions before
     for temperature in (1.0, 0.7):
+        got = []
         with torch.no_grad():
-            kept = completion_logprobs(trainer.lora.peft, b, b["attention"], temperature)
+            run_group(
+                trainer.lora.peft,
+                PrefixGroup(0, [(one, 1.0), (two, -1.0)]),
+                lambda _items: [b],
+                temperature,
+                trainer.precision,
+                lambda _b, new, got=got: got.append(new),
+                grad=False,
+            )
             logits = trainer.lora.peft(input_ids=b["ids"], attention_mask=b["attention"]).logits
             full = token_logprobs(logits / temperature, b["ids"])
+        kept = got[0]
         assert kept.shape == b["mask"].shape
         on = b["mask"].bool()
         torch.testing.assert_close(kept[on], full[:, 2:8][on])
     assert b["old"][on].tolist() == [-1.0] * 3 + [-2.0] * 6
+
+
+SYSTEM = [1, 504, 3575, 282, 4649, 314, 7042, 30, 198, 1345, 2000, 42, 11, 12]
+
+
+def _shared_items():
+    """Three calls of one task: the same system prompt and task, different turns after it."""
+    from bridle_trainer.batch import ModelCall
+    from bridle_trainer.sequences import merge_calls
+
+    calls = [
+        ModelCall([*SYSTEM, 5, 6], [7, 8, 9], [-1.0] * 3),
+        ModelCall([*SYSTEM, 5, 6, 7, 8, 9, 44, 45], [10, 11], [-1.0] * 2),
+        ModelCall([*SYSTEM, 88], [3, 4, 5, 6], [-1.0] * 4),
+    ]
+    return [(merge_calls([c])[0], adv) for c, adv in zip(calls, (1.0, -0.5, 0.5), strict=True)]
+
+
+def test_a_shared_prompt_prefix_runs_once_and_changes_no_logprob(trainer):
+    items = _shared_items()
+    plain, _ = _logprobs_of(trainer, items)
+    shared, groups = _logprobs_of(trainer, items, min_shared=4)
+    assert [g.shared for g in groups] == [len(SYSTEM)]  # one group, the whole common prompt
+    for a, b in zip(plain, shared, strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+def test_a_shared_prompt_prefix_gives_the_same_gradients(trainer):
+    from bridle_trainer.prefix import PrefixGroup, prefix_groups, run_group
+    from bridle_trainer.trainer import collate, micro_batches
+
+    torch.manual_seed(3)
+    with torch.no_grad():  # a trained adapter: every LoRA matrix gets a gradient
+        for p in trainer.lora.trainable():
+            p.add_(0.02 * torch.randn_like(p))
+    items = _shared_items()
+
+    def grads(groups):
+        for p in trainer.lora.trainable():
+            p.grad = None
+        for group in groups:
+            run_group(
+                trainer.lora.peft,
+                group,
+                lambda its: [collate(c, torch.device("cpu")) for c in micro_batches(its, 2, 4096)],
+                0.8,
+                trainer.precision,
+                lambda b, new: -(new * b["mask"] * b["advantages"][:, None]).sum(),
+                grad=True,
+            )
+        return [p.grad.clone() for p in trainer.lora.trainable()]
+
+    plain = grads([PrefixGroup(0, [it]) for it in items])
+    shared = grads(prefix_groups(items, 4))
+    assert any(float(g.abs().sum()) > 0 for g in plain)
+    # The same gradient up to float32 summation order (the cached path runs other attention kernels).
+    for a, b in zip(plain, shared, strict=True):
+        assert float((a - b).norm() / a.norm().clamp_min(1e-12)) < 1e-3
+
+
+def test_prefix_groups_never_share_a_scored_position():
+    from bridle_trainer.prefix import prefix_groups
+    from bridle_trainer.sequences import Sequence
+
+    a = Sequence(ids=[1, 2, 3, 4, 5], generated=[False, False, False, True, True], old=[0.0] * 5)
+    b = Sequence(ids=[1, 2, 3, 4, 6], generated=[False, False, False, False, True], old=[0.0] * 5)
+    lone = Sequence(ids=[9, 9, 9, 9], generated=[False, False, False, True], old=[0.0] * 4)
+    groups = prefix_groups([(a, 1.0), (b, -1.0), (lone, 1.0)], min_shared=2)
+    shared = {tuple(g.items[0][0].ids): (g.shared, len(g.items)) for g in groups}
+    # a's first generated token is at 3: its logits come from position 2, so at most 2 are shared.
+    assert shared[(1, 2, 3, 4, 5)] == (2, 2) or shared[(1, 2, 3, 4, 6)] == (2, 2)
+    assert shared[(9, 9, 9, 9)] == (0, 1)  # alone: the plain path
+    assert [g.shared for g in prefix_groups([(a, 1.0), (b, -1.0), (lone, 1.0)], min_shared=3)] == [0]
 
 
 def test_calls_that_extend_each_other_train_as_one_sequence(trainer):

@@ -53,9 +53,12 @@ const SIZES = {
     agentTimeoutSec: 300,
     lr: 2e-4,
   },
+  // Sized to finish within 2 hours on 2 CPU cores: a step of 12 rollouts trains about 60K tokens
+  // (each model call is its own sequence: the harness re-renders the model's tool calls, so one
+  // call's prompt never extends the previous call's tokens), about 7 minutes at 150 tokens/s.
   full: {
-    steps: 8,
-    batch: 3,
+    steps: 5,
+    batch: 2,
     group: 6,
     attempts: 6,
     lr: 3e-4,

@@ -1,0 +1,159 @@
+"""Sequences that share a prompt prefix, run once for the prefix and once per suffix.
+
+Every call a harness makes re-sends its system prompt, its tools and the task: on the bundled
+tasks about 1,400 of a call's 1,500-2,000 prompt tokens are the same for every call of every
+rollout of a task. A harness also re-renders the model's tool calls in its own words, so a call's
+prompt does not extend the previous call's tokens and calls cannot be chained into one sequence
+(see sequences.py); they can share their common prefix instead.
+
+For a group of sequences with a common prefix, the prefix runs once (batch of one) and leaves its
+keys and values; each micro-batch of suffixes attends to them, expanded to its rows. Gradients
+stay exact: the prefix's keys and values enter the suffix passes as leaves, collect the gradient
+of every suffix's loss, and are then back-propagated through the prefix once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+from .grpo import scored_logprobs
+from .sequences import Sequence
+
+Item = tuple[Sequence, float]
+
+
+@dataclass
+class PrefixGroup:
+    """Sequences whose first `shared` tokens are identical and not scored."""
+
+    shared: int
+    items: list[Item]
+
+
+def _common(a: list[int], b: list[int], limit: int) -> int:
+    n = min(len(a), len(b), limit)
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def prefix_groups(items: list[Item], min_shared: int = 128) -> list[PrefixGroup]:
+    """Groups of sequences sharing at least `min_shared` leading tokens, each with its exact
+    common length. The shared part ends before the first generated token of every member, less
+    one, so every position whose logits are scored lies in a suffix."""
+    ordered = sorted(items, key=lambda item: item[0].ids)
+    groups: list[PrefixGroup] = []
+    for item in ordered:
+        seq = item[0]
+        limit = seq.first_generated - 1
+        current = groups[-1] if groups else None
+        if current is not None:
+            shared = _common(current.items[0][0].ids, seq.ids, min(current.shared, limit))
+            if shared >= min_shared:
+                current.shared = shared
+                current.items.append(item)
+                continue
+        groups.append(PrefixGroup(shared=max(limit, 0), items=[item]))
+    # What shares nothing worth it takes the plain path, batched together as before.
+    plain = [item for g in groups if len(g.items) == 1 or g.shared < min_shared for item in g.items]
+    kept = [g for g in groups if len(g.items) > 1 and g.shared >= min_shared]
+    return kept + ([PrefixGroup(shared=0, items=plain)] if plain else [])
+
+
+def suffix(seq: Sequence, start: int) -> Sequence:
+    return Sequence(ids=seq.ids[start:], generated=seq.generated[start:], old=seq.old[start:])
+
+
+@contextlib.contextmanager
+def activations_kept(model: torch.nn.Module) -> Iterator[None]:
+    """Gradient checkpointing off for the duration (it also turns the key-value cache off, and
+    the shared prefix needs it). A group's passes are short: its prefix once, its suffixes in
+    small micro-batches, so keeping their activations costs little memory and saves the
+    recomputation."""
+    flags = {m: m.gradient_checkpointing for m in model.modules() if hasattr(m, "gradient_checkpointing")}
+    for m in flags:
+        m.gradient_checkpointing = False
+    try:
+        yield
+    finally:
+        for m, flag in flags.items():
+            m.gradient_checkpointing = flag
+
+
+OnBatch = Callable[[dict[str, torch.Tensor], torch.Tensor], torch.Tensor | None]
+
+
+def run_group(
+    model: torch.nn.Module,
+    group: PrefixGroup,
+    batches: Callable[[list[Item]], list[dict[str, torch.Tensor]]],
+    temperature: float,
+    precision: Callable[[], contextlib.AbstractContextManager[None]],
+    on_batch: OnBatch,
+    grad: bool,
+) -> None:
+    """Runs the group's micro-batches (built by `batches` from the suffixes) after its prefix.
+    `on_batch` gets each micro-batch and its scored logprobs and returns the loss to back-propagate
+    (with `grad`), or None."""
+    with activations_kept(model) if group.shared else contextlib.nullcontext():
+        _run_group(model, group, batches, temperature, precision, on_batch, grad)
+
+
+def _run_group(
+    model: torch.nn.Module,
+    group: PrefixGroup,
+    batches: Callable[[list[Item]], list[dict[str, torch.Tensor]]],
+    temperature: float,
+    precision: Callable[[], contextlib.AbstractContextManager[None]],
+    on_batch: OnBatch,
+    grad: bool,
+) -> None:
+    shared = group.shared
+    leaves: list[tuple[torch.Tensor, torch.Tensor]] = []
+    roots: list[tuple[torch.Tensor, torch.Tensor]] = []
+    if shared > 0:
+        prefix = torch.tensor([group.items[0][0].ids[:shared]], device=next(model.parameters()).device)
+        with precision(), torch.set_grad_enabled(grad):
+            out = model(input_ids=prefix, use_cache=True, logits_to_keep=1)
+        roots = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        leaves = [(k.detach().requires_grad_(grad), v.detach().requires_grad_(grad)) for k, v in roots]
+        del out
+    items = [(suffix(seq, shared), adv) for seq, adv in group.items] if shared else group.items
+    for batch in batches(items):
+        rows = batch["ids"].shape[0]
+        if shared:
+            past = DynamicCache([(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1)) for k, v in leaves])
+            attention = batch["attention"]
+            mask = (
+                None
+                if bool(attention.all())
+                else torch.cat(
+                    [torch.ones(rows, shared, dtype=attention.dtype, device=attention.device), attention], 1
+                )
+            )
+        else:
+            past = None
+            mask = None if bool(batch["attention"].all()) else batch["attention"]
+        with precision(), torch.set_grad_enabled(grad):
+            logits = model(
+                input_ids=batch["ids"],
+                attention_mask=mask,
+                past_key_values=past,
+                logits_to_keep=batch["keep"],
+            ).logits
+            new = scored_logprobs(logits, batch["targets"], temperature)
+        loss = on_batch(batch, new)
+        if grad and loss is not None:
+            loss.backward()
+    if grad and roots:
+        tensors = [t for pair in roots for t in pair]
+        grads = [leaf.grad for pair in leaves for leaf in pair]
+        kept = [(t, g) for t, g in zip(tensors, grads, strict=True) if g is not None]
+        if kept:
+            torch.autograd.backward([t for t, _ in kept], [g for _, g in kept])

@@ -53,9 +53,9 @@ const SIZES = {
     agentTimeoutSec: 300,
     lr: 2e-4,
   },
-  // Sized to finish within 2 hours on 2 CPU cores: a step of 12 rollouts trains about 60K tokens
-  // (each model call is its own sequence: the harness re-renders the model's tool calls, so one
-  // call's prompt never extends the previous call's tokens), about 7 minutes at 150 tokens/s.
+  // Sized to finish within 2 hours on 2 CPU cores. A step of 12 rollouts is 40-50 model calls of
+  // ~1,600 tokens each (pi re-renders the model's tool calls, so calls never chain): 64K-76K tokens
+  // as separate sequences, about 10K once their shared 1,364-token prompt prefix runs once.
   full: {
     steps: 5,
     batch: 2,

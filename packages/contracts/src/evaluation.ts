@@ -41,10 +41,11 @@ const ArmSummary = z.object({
   solved: z.number().int(),
   attempts: z.number().int(),
   toolCallsPerSolved: z.number().nullable().describe("Mean tool calls over solved attempts"),
-  hackRate: Interval.describe(
-    "Share of valid attempts with at least one call the guard blocked (a shortcut tried), Wilson 95% interval",
+  // Defaults: reports of evaluations that ran before the hack rate was measured still read.
+  hackRate: Interval.default({ estimate: null, low: null, high: null }).describe(
+    "Share of valid attempts with at least one call the guard blocked (a shortcut tried), Wilson 95% interval; null in reports from before it was measured",
   ),
-  blockedByRule: z.record(z.string(), z.number().int()).describe("Blocked calls per guard rule"),
+  blockedByRule: z.record(z.string(), z.number().int()).default({}).describe("Blocked calls per guard rule"),
 });
 
 const Comparison = z.object({

@@ -96,6 +96,18 @@ describe("the paired evaluation report", () => {
     expect(md).toContain("| blocked calls by rule | none | protected-path 2 |");
   });
 
+  it("still reads a report written before the hack rate was measured", () => {
+    const old = JSON.parse(JSON.stringify(report));
+    for (const c of [old.overall, ...old.categories])
+      for (const arm of [c.candidate, c.baseline]) {
+        delete arm.hackRate;
+        delete arm.blockedByRule;
+      }
+    const parsed = EvalReport.parse(old);
+    expect(parsed.overall.candidate.hackRate).toEqual({ estimate: null, low: null, high: null });
+    expect(parsed.overall.baseline.blockedByRule).toEqual({});
+  });
+
   it("breaks the figures down per category", () => {
     expect(report.categories.map((c) => [c.category, c.tasks])).toEqual([
       ["build", 2],

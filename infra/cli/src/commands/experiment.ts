@@ -7,7 +7,7 @@ import { z } from "zod";
 import { repoRoot } from "../stack/config.ts";
 import type { StackConfig } from "../stack/index.ts";
 import { CALIBRATION_MAX_TURNS } from "./tasks.ts";
-import { evaluate, train } from "./training.ts";
+import { completedEval, evaluate, train } from "./training.ts";
 
 type Say = (line: string) => void;
 
@@ -234,18 +234,22 @@ async function judge(
 ): Promise<number> {
   const { config, flags, say, name, harness, seed, temperature, attempts, limits, size, started } = j;
   const { steps, candidate } = trained;
-  const view = await evaluate(
-    config,
-    {
-      candidate,
-      harness,
-      attempts: String(attempts),
-      limit: flags.heldout ?? String(size.heldOut),
-      temperature: String(temperature),
-    },
-    say,
-    { ...limits, seed, id: `${name}-eval`, ...(heldOut ? { tasks: heldOut } : {}) },
-  );
+  const done = await completedEval(config, `${name}-eval`);
+  if (done) say(`the evaluation ${name}-eval already completed: its result is used`);
+  const view =
+    done ??
+    (await evaluate(
+      config,
+      {
+        candidate,
+        harness,
+        attempts: String(attempts),
+        limit: flags.heldout ?? String(size.heldOut),
+        temperature: String(temperature),
+      },
+      say,
+      { ...limits, seed, id: `${name}-eval`, ...(heldOut ? { tasks: heldOut } : {}) },
+    ));
   if (view.status !== "COMPLETED" || !view.output) return 1;
   const report = buildExperimentReport({
     name,

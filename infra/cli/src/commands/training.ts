@@ -124,6 +124,15 @@ async function follow(config: StackConfig, name: string, say: Say): Promise<RunV
   }
 }
 
+/** An evaluation that already completed under this id, if any (a rerun then uses its result). */
+export async function completedEval(config: StackConfig, id: string) {
+  const view = await callJson(`${gateway(config)}/v1/evals/${encodeURIComponent(id)}`, {
+    schema: EvalView,
+    headers: auth(config),
+  }).catch(() => null);
+  return view?.status === "COMPLETED" && view.output ? view : null;
+}
+
 /** Runs an evaluation and prints its Markdown report. */
 export async function evaluate(
   config: StackConfig,

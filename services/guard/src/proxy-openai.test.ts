@@ -275,6 +275,38 @@ describe("OpenAI chat completions through the guard (scripted upstream test doub
     expect(((await res.json()) as Trajectory).calls).toBe(1);
   });
 
+  it("counts every tool call of a session without capture (an evaluation's), stitched by messages", async () => {
+    const session = await h.register({ instruction, capture: false });
+    await h.setScript([
+      { text: "", tool_calls: [{ name: "bash", arguments: { command: "cat src/dates.py" } }] },
+      { text: "", tool_calls: [{ name: "edit", arguments: { path: "src/dates.py" } }] },
+      { text: "All done." },
+    ]);
+    const c = client(session.apiKey);
+    const history: OpenAI.ChatCompletionMessageParam[] = [...messages];
+    for (let turn = 0; turn < 3; turn++) {
+      const msg = (await c.chat.completions.create({ model: "m", messages: history, tools: openaiTools }))
+        .choices[0]!.message;
+      history.push({
+        role: "assistant",
+        content: msg.content ?? "",
+        ...(msg.tool_calls ? { tool_calls: msg.tool_calls } : {}),
+      });
+      for (const call of msg.tool_calls ?? [])
+        history.push({ role: "tool", tool_call_id: call.id, content: "ok" });
+    }
+    const trajectory = (await (
+      await fetch(`${h.guardUrl}/admin/sessions/${session.id}/trajectory`)
+    ).json()) as Trajectory;
+    expect(trajectory).toMatchObject({
+      calls: 3,
+      mainBranch: [0, 1, 2],
+      stitchedBy: "messages",
+      toolCalls: 2,
+    });
+    expect(trajectory.records[0]!.promptTokenIds).toBeNull();
+  });
+
   it("keeps an abandoned branch apart and zeroes the reward after a blocked call", async () => {
     const session = await h.register({ instruction });
     await h.setScript([

@@ -76,7 +76,9 @@ export async function openExchange(
     startedAt: startedAt.toISOString(),
     durationMs: Date.now() - startedAt.getTime(),
     adapter: session.adapter,
-    request: session.capture ? body : null,
+    // Kept without capture too: the messages are how an evaluation's calls are stitched (and its
+    // tool calls counted) when there are no token ids.
+    request: body,
   });
   let res: Awaited<ReturnType<UpstreamClient["post"]>>;
   try {

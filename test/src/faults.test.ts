@@ -85,7 +85,7 @@ async function expectExactlyOnce(name: string, steps: number) {
     },
     1_200_000,
   );
-  expect(done.status).toBe("COMPLETED");
+  expect(done.status, `run failed: ${done.failure ?? "no failure recorded"}`).toBe("COMPLETED");
   const p = done.progress!;
   expect(p.step).toBe(steps);
   expect(p.metrics.map((m) => m.step)).toEqual(Array.from({ length: steps }, (_, i) => i + 1));

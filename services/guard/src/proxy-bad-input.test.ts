@@ -198,6 +198,14 @@ describe("bad input to the guard", () => {
       ["openai", null, true],
       ["anthropic", null, true],
     ]);
+    // Refused calls do not spend a call budget: a session of one call still reaches the model.
+    const budget = await down.register({ instruction, maxCalls: 1 });
+    for (let i = 0; i < 2; i++) {
+      const refused = await openai(down, budget.apiKey)
+        .chat.completions.create({ model: "m", messages })
+        .catch((e: unknown) => e);
+      expect((refused as InstanceType<typeof OpenAI.APIError>).status).toBe(503); // not the closing answer
+    }
     const health = await fetch(`${down.guardUrl}/healthz`);
     expect(health.ok).toBe(true);
   });

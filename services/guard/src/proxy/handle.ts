@@ -40,8 +40,12 @@ export async function handleProxyCall(
     enforceSampling(request, session);
     const stream = body.stream === true;
     const abort = new Cancel();
+    // Only calls the model answered count: a harness retrying while the model server restarts
+    // must not spend the budget on refusals and end the rollout with nothing the model wrote.
     const spent =
-      session.maxCalls !== undefined && (await deps.store.counts(session.id)).calls >= session.maxCalls;
+      session.maxCalls !== undefined &&
+      (await deps.store.counts(session.id)).calls >= session.maxCalls &&
+      (await deps.store.records(session.id)).filter((r) => r.error === null).length >= session.maxCalls;
     if (spent)
       log.info(
         { session: session.id, maxCalls: session.maxCalls },

@@ -26,7 +26,11 @@ import {
  * loaded. With it, every step really trains and every run loads versions.
  */
 const FIXTURE = "qa-random-credit";
-const RunView = z.object({ status: z.string(), progress: RunProgress.nullable() });
+const RunView = z.object({
+  status: z.string(),
+  progress: RunProgress.nullable(),
+  failure: z.string().nullable(),
+});
 const run = (name: string) =>
   callJson(`${gatewayUrl}/v1/runs/${name}`, { schema: RunView, headers: gatewayHeaders });
 const trainerUrl = `http://${config.host}:${config.ports.trainer}/v1`;

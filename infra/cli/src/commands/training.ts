@@ -20,6 +20,7 @@ const RunView = z.object({
   status: WorkflowStatus,
   uiUrl: z.string(),
   progress: RunProgress.nullable(),
+  failure: z.string().nullable().optional(),
 });
 type RunView = z.infer<typeof RunView>;
 const EvalView = jobView(EvalOutput);
@@ -117,7 +118,7 @@ async function follow(config: StackConfig, name: string, say: Say): Promise<RunV
       shown = p.metrics.length;
     }
     if (run.status !== "RUNNING") {
-      say(`run ${name}: ${run.status}`);
+      say(`run ${name}: ${run.status}${run.failure ? `: ${run.failure}` : ""}`);
       return run;
     }
     await sleep(2_000);

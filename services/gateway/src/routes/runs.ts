@@ -8,7 +8,12 @@ import {
 import { createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
 import type { trainingRun } from "@bridle/workflows";
 import { createRoute, z } from "@hono/zod-openapi";
-import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from "@temporalio/client";
+import {
+  type Client,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowFailedError,
+  WorkflowNotFoundError,
+} from "@temporalio/client";
 import { defineSearchAttributeKey } from "@temporalio/common";
 import { streamSSE } from "hono/streaming";
 import { toStatus, workflowUiUrl } from "../temporal.ts";
@@ -31,6 +36,8 @@ export const RunView = z.object({
   status: WorkflowStatus,
   uiUrl: z.string(),
   progress: RunProgress.nullable(),
+  /** Why a FAILED run failed (the workflow's error); null otherwise. */
+  failure: z.string().nullable(),
 });
 export type RunView = z.infer<typeof RunView>;
 
@@ -59,7 +66,15 @@ export function runRoutes(deps: RunDeps) {
           : status === "COMPLETED"
             ? RunProgress.parse(await h.result())
             : null;
-      return { name, workflowId: h.workflowId, status, uiUrl: ui(h.workflowId), progress };
+      const failure =
+        status === "FAILED"
+          ? await h.result().then(
+              () => null,
+              (err: unknown) =>
+                err instanceof WorkflowFailedError ? String(err.cause?.message ?? err.message) : String(err),
+            )
+          : null;
+      return { name, workflowId: h.workflowId, status, uiUrl: ui(h.workflowId), progress, failure };
     } catch (err) {
       if (err instanceof WorkflowNotFoundError) throw httpError(404, "not_found", `no run named '${name}'`);
       throw err;
@@ -130,7 +145,14 @@ export function runRoutes(deps: RunDeps) {
           });
         c.get("log").info({ run: config.name, workflowId: id }, "run started");
         return c.json(
-          { name: config.name, workflowId: id, status: "RUNNING" as const, uiUrl: ui(id), progress: null },
+          {
+            name: config.name,
+            workflowId: id,
+            status: "RUNNING" as const,
+            uiUrl: ui(id),
+            progress: null,
+            failure: null,
+          },
           202,
         );
       },

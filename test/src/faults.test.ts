@@ -1,4 +1,5 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { AdapterView, RunProgress, TrainerWorkerInfo, TrainStepView } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
 import { Client, Connection } from "@temporalio/client";
@@ -187,6 +188,66 @@ async function survivesTrainerKill() {
   expect(step.result).toMatchObject({ applied: true, iterations, optimizerSteps: iterations });
 }
 
+/** The runner's sandbox groups (named after its pid) and the processes in each: harness and all. */
+function sandboxGroups(runnerPid: number): Map<string, number[]> {
+  const root = "/sys/fs/cgroup/pids/bridle";
+  const groups = new Map<string, number[]>();
+  for (const name of existsSync(root) ? readdirSync(root) : []) {
+    if (!name.startsWith(`${runnerPid}-`)) continue;
+    const pids = readFileSync(join(root, name, "cgroup.procs"), "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map(Number);
+    groups.set(name, pids);
+  }
+  return groups;
+}
+
+/**
+ * The runner is killed while harnesses run in its sandboxes: their processes die with it (bwrap
+ * goes with its parent, the sandbox's pid namespace with bwrap), the restarted runner clears the
+ * groups and folders they left, each interrupted rollout is retried exactly once, and the run
+ * completes as configured.
+ */
+async function survivesRunnerKill() {
+  const name = "e2e-fault-runner";
+  await startRun(name, 1);
+  const runner = await componentState("runner");
+  const inFlight = await waitFor(
+    "a harness to run in one of the runner's sandboxes",
+    async () => {
+      const groups = [...sandboxGroups(runner.pid!).entries()].filter(([, pids]) => pids.length > 0);
+      return groups.length > 0 ? new Map(groups) : undefined;
+    },
+    600_000,
+  );
+  const sandboxDir = join(config.data, "runner", "sandboxes");
+  const folders = () => readdirSync(sandboxDir).filter((f) => f.startsWith(`bridle-sbx-${runner.pid}-`));
+  expect(folders().length).toBeGreaterThan(0);
+  const harnessPids = [...inFlight.values()].flat();
+  await killAndAwaitRestart("runner");
+  expect(harnessPids.filter(alive)).toEqual([]);
+  expect([...sandboxGroups(runner.pid!).keys()]).toEqual([]);
+  expect(folders()).toEqual([]);
+
+  await expectExactlyOnce(name, 1);
+  // Each rollout's last attempt: the ones the kill interrupted ran twice, every other once.
+  const history = await temporal.workflow.getHandle(`run-${name}`).fetchHistory();
+  const events = history.events ?? [];
+  const rollouts = new Set(
+    events
+      .filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === "runRollout")
+      .map((e) => String(e.eventId)),
+  );
+  const attempts = events
+    .filter((e) => rollouts.has(String(e.activityTaskStartedEventAttributes?.scheduledEventId ?? "")))
+    .map((e) => e.activityTaskStartedEventAttributes!.attempt!);
+  expect(attempts).toHaveLength(rollouts.size);
+  expect(Math.max(...attempts)).toBe(2);
+  // At most the run's concurrency was in flight (some may have been past their sandbox, verifying).
+  expect(attempts.filter((a) => a === 2).length).toBeLessThanOrEqual(2);
+}
+
 describe("a training run survives a component killed in the middle", () => {
   it(
     "Temporal (restarted on the same SQLite file), over two steps",
@@ -196,4 +257,5 @@ describe("a training run survives a component killed in the middle", () => {
   it("the guard, mid-rollout", () => survivesMidRollout("guard"), 1_500_000);
   it("vLLM, mid-rollout", () => survivesMidRollout("vllm"), 1_500_000);
   it("the trainer, mid-step", survivesTrainerKill, 1_500_000);
+  it("the runner, mid-rollout, leaving no sandbox behind", survivesRunnerKill, 1_500_000);
 });

@@ -71,6 +71,24 @@ async function withHeartbeat<T>(work: Promise<T>, progress: () => unknown = () =
   }
 }
 
+/**
+ * After a service dropped a call (it died mid-request), waits, heartbeating, until it answers its
+ * health check again (the stack restarts it), so that the retry goes to the new one and a rollout is
+ * retried once rather than spending attempts on a restart. Gives up after `ms` and lets it retry.
+ */
+async function awaitBackUp(baseUrl: string, ms = 180_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    heartbeat({ waitingFor: baseUrl });
+    const up = await fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(5_000) }).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (up) return;
+    await sleep(1_000);
+  }
+}
+
 /** A 4xx from a service is a bad input that retrying will not fix. */
 function nonRetryable(err: unknown): never {
   if (err instanceof ServiceError && !err.retryable && err.status < 500) {
@@ -172,7 +190,10 @@ export function createActivities(deps: ActivityDeps) {
           schema: RolloutResult,
           body: request,
           timeoutMs: 6 * 3_600_000,
-        }).catch(nonRetryable),
+        }).catch(async (err: unknown) => {
+          if (err instanceof ServiceError && err.code === "unreachable") await awaitBackUp(deps.runnerUrl);
+          return nonRetryable(err);
+        }),
         () => ({ rolloutId: request.rolloutId, elapsedMs: Date.now() - started }),
       );
     },

@@ -1,5 +1,5 @@
-import { existsSync } from "node:fs";
-import { mkdir, readFile, rmdir, writeFile } from "node:fs/promises";
+import { existsSync, readFileSync } from "node:fs";
+import { mkdir, readdir, readFile, rmdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -26,6 +26,16 @@ export async function cgroupControllers(): Promise<Controller[]> {
   }
   available = found;
   return found;
+}
+
+/** Whether `pid` names a live process (a zombie counts as gone). */
+export function processAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return false;
+  }
 }
 
 export interface CgroupLimits {
@@ -68,6 +78,31 @@ export class Cgroup {
       );
     }
     return group;
+  }
+
+  /**
+   * The groups that processes now dead left behind: a group's name starts with the pid of the process
+   * that made it (see Sandbox), so a runner or verifier killed mid-run is known by its pid. Whatever
+   * is still inside is killed and the groups removed. Returns the names of the groups reaped.
+   */
+  static async reapOrphans(): Promise<string[]> {
+    const controllers = await cgroupControllers();
+    const names = new Set<string>();
+    for (const controller of controllers) {
+      const entries = await readdir(join(ROOT, controller, "bridle")).catch(() => [] as string[]);
+      for (const name of entries) {
+        const owner = /^(\d+)-/.exec(name)?.[1];
+        if (owner && Number(owner) !== process.pid && !processAlive(Number(owner))) names.add(name);
+      }
+    }
+    for (const name of names) {
+      const group = new Cgroup(name, controllers);
+      const left = await group.killAll();
+      if (left.length > 0)
+        throw new Error(`orphaned sandbox group ${name}: processes ${left.join(", ")} would not die`);
+      await group.dispose();
+    }
+    return [...names];
   }
 
   private dir(controller: Controller): string {

@@ -1,11 +1,12 @@
 /** bubblewrap sandboxes for rollouts and verification (used by the runner and the verifier). */
-export { Cgroup, cgroupControllers } from "./cgroup.ts";
+export { Cgroup, cgroupControllers, processAlive } from "./cgroup.ts";
 export { missingTools, SANDBOX_PATH } from "./host.ts";
 export {
   defaultLimits,
   GUARD_SOCKET,
   type GuardPath,
   type Mount,
+  type Orphans,
   type RunOptions,
   type RunResult,
   Sandbox,

@@ -1,10 +1,10 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmod, cp, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { chmod, cp, mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Cgroup } from "./cgroup.ts";
+import { Cgroup, processAlive } from "./cgroup.ts";
 import { SANDBOX_PATH, systemMountArgs } from "./host.ts";
 import { TailBuffer } from "./output.ts";
 
@@ -14,6 +14,16 @@ export const WORKSPACE = "/app";
 export const GUARD_SOCKET = "/run/bridle/guard.sock";
 const RELAY_SCRIPT = "/run/bridle/relay.mjs";
 const relayOnHost = join(dirname(fileURLToPath(import.meta.url)), "relay.mjs");
+
+const SANDBOX_PREFIX = "bridle-sbx-";
+
+/** What `Sandbox.reapOrphans` found of owners that died mid-run. */
+export interface Orphans {
+  /** cgroups reaped: any process still inside was killed first. */
+  groups: string[];
+  /** Sandbox folders removed. */
+  folders: string[];
+}
 
 /** A host folder shown inside the sandbox. */
 export interface Mount {
@@ -72,11 +82,31 @@ export class Sandbox {
     readonly workspace: string,
   ) {}
 
+  /**
+   * Cleans up after owners that died mid-run (a runner or verifier killed by SIGKILL): their bwrap
+   * died with them (--die-with-parent, and its pid namespace with it), but their cgroups and folders
+   * are left. Every process still in such a group is killed, the groups and the folders under
+   * `baseDir` removed. Call it once when a service that owns sandboxes starts.
+   */
+  static async reapOrphans(baseDir: string): Promise<Orphans> {
+    const groups = await Cgroup.reapOrphans();
+    const folders: string[] = [];
+    const entries = await readdir(baseDir).catch(() => [] as string[]);
+    for (const name of entries) {
+      const owner = new RegExp(`^${SANDBOX_PREFIX}(\\d+)-`).exec(name)?.[1];
+      if (!owner || Number(owner) === process.pid || processAlive(Number(owner))) continue;
+      await rm(join(baseDir, name), { recursive: true, force: true, maxRetries: 3 });
+      folders.push(name);
+    }
+    return { groups, folders };
+  }
+
   /** A new sandbox whose workspace is a copy of `environmentDir` (or empty). */
   static async create(options: { environmentDir?: string; baseDir?: string } = {}): Promise<Sandbox> {
     const base = options.baseDir ?? tmpdir();
     await mkdir(base, { recursive: true });
-    const root = await mkdtemp(join(base, "bridle-sbx-"));
+    // The owner's pid leads the name, so a sandbox whose owner was killed is found (reapOrphans).
+    const root = await mkdtemp(join(base, `${SANDBOX_PREFIX}${process.pid}-`));
     const workspace = join(root, "workspace");
     try {
       if (options.environmentDir) {

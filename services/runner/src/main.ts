@@ -1,9 +1,15 @@
+import { join } from "node:path";
+import { Sandbox } from "@bridle/sandbox";
 import { createLogger, orExit, serveApp } from "@bridle/service-kit";
 import { createRunnerApp } from "./app.ts";
 import { loadRunnerEnv } from "./env.ts";
 
 const env = orExit(loadRunnerEnv);
 const log = createLogger("runner", env.LOG_LEVEL);
+// A runner killed mid-rollout took its sandboxes' processes with it; what they left goes now.
+const orphans = await Sandbox.reapOrphans(join(env.RUNNER_DATA_DIR, "sandboxes"));
+if (orphans.groups.length + orphans.folders.length > 0)
+  log.warn(orphans, "reaped the sandboxes of a killed runner");
 const app = createRunnerApp({
   log,
   tasksUrl: env.TASKS_URL,

@@ -1,0 +1,86 @@
+import { spawn } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cgroupControllers, processAlive, Sandbox } from "./index.ts";
+
+const here = dirname(fileURLToPath(import.meta.url));
+let base: string;
+
+/** Host pids whose command line contains `marker`. */
+const withMarker = (marker: string) =>
+  readdirSync("/proc")
+    .filter((name) => /^\d+$/.test(name))
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(marker);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number)
+    .filter(processAlive);
+
+async function until<T>(what: string, probe: () => T | undefined, ms = 20_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const value = probe();
+    if (value !== undefined) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+beforeAll(async () => {
+  base = await mkdtemp(join(tmpdir(), "bridle-orphans-"));
+});
+afterAll(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+describe("an owner killed in the middle of a run", () => {
+  it("takes its sandbox's processes with it, and reapOrphans clears its group and folder", async () => {
+    // The owner: a separate Node process (as the runner is) running a sandboxed command that never ends.
+    const script = `
+      import { Sandbox } from ${JSON.stringify(join(here, "index.ts"))};
+      const sandbox = await Sandbox.create({ baseDir: ${JSON.stringify(base)} });
+      console.log("ready");
+      await sandbox.run(["bash", "-c", "(setsid sleep 600.5151 &); sleep 600.5151"], { timeoutMs: 600_000 });
+    `;
+    const owner = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      cwd: here,
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    await until("the sandboxed command to start", () =>
+      withMarker("600.5151").length >= 2 ? true : undefined,
+    );
+    const folders = readdirSync(base);
+    expect(folders).toHaveLength(1);
+    expect(folders[0]).toMatch(new RegExp(`^bridle-sbx-${owner.pid}-`));
+
+    owner.kill("SIGKILL");
+    // bwrap dies with its parent, and the sandbox's pid namespace with it: even the setsid'd sleep.
+    await until("the sandbox's processes to die", () =>
+      withMarker("600.5151").length === 0 ? true : undefined,
+    );
+
+    const orphans = await Sandbox.reapOrphans(base);
+    expect(orphans.folders).toEqual(folders);
+    expect(readdirSync(base)).toEqual([]);
+    const controllers = await cgroupControllers();
+    if (controllers.length > 0) {
+      expect(orphans.groups).toHaveLength(1);
+      expect(orphans.groups[0]).toMatch(new RegExp(`^${owner.pid}-`));
+      for (const c of controllers)
+        expect(existsSync(join("/sys/fs/cgroup", c, "bridle", orphans.groups[0]!))).toBe(false);
+    }
+    // A second sweep finds nothing, and a live owner's sandboxes are never touched.
+    const mine = await Sandbox.create({ baseDir: base });
+    expect(await Sandbox.reapOrphans(base)).toEqual({ groups: [], folders: [] });
+    expect(existsSync(mine.root)).toBe(true);
+    await mine.dispose();
+  }, 60_000);
+});

@@ -5,6 +5,8 @@ export const config = loadStackConfig();
 export const gatewayUrl = `http://${config.host}:${config.ports.gateway}`;
 /** The gateway is closed without its token (the stack keeps one in its home's api-token). */
 export const gatewayHeaders = { authorization: `Bearer ${config.apiToken}` };
+/** The guard's admin API is closed without its token too (kept in the home's guard-admin-token). */
+export const guardAdminHeaders = { authorization: `Bearer ${config.guardAdminToken}` };
 export const servingUrl = `http://${config.host}:${config.ports.serving}`;
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { RolloutResult, Trajectory } from "@bridle/contracts";
 import { describe, expect, it } from "vitest";
-import { config, postJson } from "./helpers.ts";
+import { config, guardAdminHeaders, postJson } from "./helpers.ts";
 
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const url = (port: number) => `http://${config.host}:${port}`;
@@ -41,9 +41,10 @@ describe("pi against the real embedded model on vLLM, through the real guard, ru
     }
     expect(result.servedModels).toContain(config.modelName);
 
-    const traj = await fetch(
-      `${url(config.ports.guard)}/admin/sessions/${result.refs.guardSession}/trajectory`,
-    );
+    const trajectoryUrl = `${url(config.ports.guard)}/admin/sessions/${result.refs.guardSession}/trajectory`;
+    // The guard's admin API is closed without the stack's admin token.
+    expect((await fetch(trajectoryUrl)).status).toBe(401);
+    const traj = await fetch(trajectoryUrl, { headers: guardAdminHeaders });
     expect(traj.status).toBe(200);
     const trajectory = Trajectory.parse(await traj.json());
     expect(trajectory.toolCalls).toBe(result.toolCalls.guard);

@@ -11,6 +11,7 @@ import {
   ensureBundledTasks,
   gatewayHeaders,
   gatewayUrl,
+  guardAdminHeaders,
   postJson,
   waitFor,
 } from "./helpers.ts";
@@ -117,6 +118,7 @@ describe("a training run and an evaluation on the real embedded stack (pi, SmolL
     for (const id of sessions) {
       const session = await callJson(`http://${config.host}:${config.ports.guard}/admin/sessions/${id}`, {
         schema: z.object({ temperature: z.number().optional() }),
+        headers: guardAdminHeaders,
       });
       expect(session.temperature).toBe(0.35);
     }

@@ -26,6 +26,8 @@ export interface ActivityDeps {
   tasksUrl: string;
   runnerUrl: string;
   guardUrl: string;
+  /** The guard's admin token: trajectories are behind it. */
+  guardAdminToken: string;
   trainerUrl: string;
   /** Where evaluation reports are written for people to read. */
   dataDir: string;
@@ -210,6 +212,7 @@ export function createActivities(deps: ActivityDeps) {
           `${deps.guardUrl}/admin/sessions/${encodeURIComponent(entry.guardSession)}/trajectory`,
           {
             schema: Trajectory,
+            headers: { authorization: `Bearer ${deps.guardAdminToken}` },
             timeoutMs: 60_000,
           },
         );

@@ -14,6 +14,7 @@ const activities = createActivities({
   servingUrl: env.SERVING_URL,
   tasksUrl: env.TASKS_URL,
   guardUrl: env.GUARD_URL,
+  guardAdminToken: env.GUARD_ADMIN_TOKEN,
   runnerUrl: env.RUNNER_URL,
   trainerUrl: env.TRAINER_URL,
   dataDir: env.WORKER_DATA_DIR,

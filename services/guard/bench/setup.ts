@@ -5,6 +5,9 @@ import { fileURLToPath } from "node:url";
 import { httpOk, type RunningProcess, spawnProcess } from "@bridle/testkit";
 import type { LoadTarget } from "./load.ts";
 
+/** The bench guard's admin token (the guard does not start without one). */
+const BENCH_ADMIN_TOKEN = "guard-bench-admin-token-0123456789";
+
 /** The script's command-line arguments; pnpm passes a literal `--` through to the script. */
 export const scriptArgs = () => process.argv.slice(2).filter((a) => a !== "--");
 
@@ -92,6 +95,7 @@ export async function startGuard(
         GUARD_DATA_DIR: mkdtempSync(join(tmpdir(), "bridle-guard-bench-")),
         LOG_LEVEL: "info",
         GUARD_WORKERS: String(options.workers ?? 1),
+        GUARD_ADMIN_TOKEN: BENCH_ADMIN_TOKEN,
       },
       // Every worker listening (each logs it at info), not only the first.
       ready: async (output) =>
@@ -101,7 +105,7 @@ export async function startGuard(
   );
   const res = await fetch(`${url}/admin/sessions`, {
     method: "POST",
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", authorization: `Bearer ${BENCH_ADMIN_TOKEN}` },
     // Capture off: the direct baseline asks for no token ids, so neither does the guard here.
     body: JSON.stringify({
       instruction: "Fix the date formatter in src/dates.py.",

@@ -3,7 +3,7 @@ import { request } from "node:http";
 import { createServer } from "node:net";
 import type { Trajectory } from "@bridle/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type GuardHarness, openaiTools, startGuard } from "./test-support.ts";
+import { adminHeaders, type GuardHarness, openaiTools, startGuard } from "./test-support.ts";
 
 /**
  * The guard as one primary and two worker processes (GUARD_WORKERS=2) in front of the scripted
@@ -29,6 +29,7 @@ function send(url: string, method: string, body?: unknown, headers: Record<strin
         headers: {
           connection: "close",
           ...(payload ? { "content-type": "application/json" } : {}),
+          ...(new URL(url).pathname.startsWith("/admin") ? adminHeaders : {}),
           ...headers,
         },
       },

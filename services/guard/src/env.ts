@@ -14,10 +14,12 @@ export const GuardEnv = BaseEnv.extend({
     .default("guard-data")
     .describe("Sessions and captures (JSONL per session)"),
   GUARD_ADMIN_TOKEN: z
-    .string()
-    .min(16)
-    .optional()
-    .describe("When set, /admin needs `Authorization: Bearer <token>`"),
+    .string({
+      error:
+        "required: the admin API (sessions, trajectories) is closed by default, since a sandbox reaches this port (bridle up keeps one in <BRIDLE_HOME>/guard-admin-token)",
+    })
+    .min(16, "use at least 16 characters")
+    .describe("Bearer token every /admin route needs; the guard does not start without one"),
   UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(600_000),
   UPSTREAM_IDLE_TIMEOUT_MS: z.coerce
     .number()

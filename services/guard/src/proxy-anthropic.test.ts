@@ -122,9 +122,7 @@ describe("Anthropic messages through the guard (scripted upstream test double)",
       expect((msg.content[0] as { text: string }).text).toContain("blocked by rule test-tampering");
       expect(msg.stop_reason).toBe("end_turn");
     }
-    const trajectory = (await (
-      await fetch(`${h.guardUrl}/admin/sessions/${session.id}/trajectory`)
-    ).json()) as {
+    const trajectory = (await (await h.admin(`/admin/sessions/${session.id}/trajectory`)).json()) as {
       records: CaptureRecord[];
       rewardZero: boolean;
     };

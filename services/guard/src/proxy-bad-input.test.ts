@@ -99,7 +99,7 @@ describe("bad input to the guard", () => {
     expect(String(anthErr)).toContain("cut the stream");
 
     const trajectory = (await (
-      await fetch(`${h.guardUrl}/admin/sessions/${sessionId}/trajectory`)
+      await h.admin(`/admin/sessions/${sessionId}/trajectory`)
     ).json()) as Trajectory;
     const cut = trajectory.records.slice(-2);
     expect(cut.every((r) => r.error?.includes("cut the stream"))).toBe(true);
@@ -136,8 +136,7 @@ describe("bad input to the guard", () => {
     let records: Trajectory["records"] = [];
     for (let i = 0; i < 40 && records.length === 0; i++) {
       await new Promise((r) => setTimeout(r, 50));
-      records = ((await (await fetch(`${h.guardUrl}/admin/sessions/${id}/trajectory`)).json()) as Trajectory)
-        .records;
+      records = ((await (await h.admin(`/admin/sessions/${id}/trajectory`)).json()) as Trajectory).records;
     }
     expect(records).toHaveLength(1);
     expect(records[0]!.error).toBe("the harness closed the connection");
@@ -167,9 +166,7 @@ describe("bad input to the guard", () => {
       text += chunk.choices[0]?.delta.content ?? "";
     }
     expect(text).toBe(plain.choices[0]!.message.content);
-    const trajectory = (await (
-      await fetch(`${h.guardUrl}/admin/sessions/${id}/trajectory`)
-    ).json()) as Trajectory;
+    const trajectory = (await (await h.admin(`/admin/sessions/${id}/trajectory`)).json()) as Trajectory;
     expect(trajectory.records.map((r) => r.toolCalls[0]?.decision)).toEqual(["malformed", "malformed"]);
     expect(trajectory.rewardZero).toBe(false);
   });
@@ -192,7 +189,7 @@ describe("bad input to the guard", () => {
     expect((anthErr as InstanceType<typeof Anthropic.APIError>).status).toBe(503);
     // Both refused calls are in the session's record, with why.
     const trajectory = (await (
-      await fetch(`${down.guardUrl}/admin/sessions/${sessionId}/trajectory`)
+      await down.admin(`/admin/sessions/${sessionId}/trajectory`)
     ).json()) as Trajectory;
     expect(trajectory.records.map((r) => [r.api, r.response, r.error?.includes("unreachable")])).toEqual([
       ["openai", null, true],

@@ -220,7 +220,7 @@ describe("OpenAI chat completions through the guard (scripted upstream test doub
         history.push({ role: "tool", tool_call_id: call.id, content: "ok" });
     }
     // The trajectory read waits for queued capture writes; then the JSONL file holds every call.
-    const res = await fetch(`${h.guardUrl}/admin/sessions/${session.id}/trajectory`);
+    const res = await h.admin(`/admin/sessions/${session.id}/trajectory`);
     const trajectory = (await res.json()) as Trajectory;
     const lines = readFileSync(join(h.dataDir, "sessions", session.id, "calls.jsonl"), "utf8")
       .trim()
@@ -271,7 +271,7 @@ describe("OpenAI chat completions through the guard (scripted upstream test doub
     expect(text).toBe(BUDGET_NOTICE);
     expect(finish).toBe("stop");
     expect(await h.upstreamRequests()).toHaveLength(1);
-    const res = await fetch(`${h.guardUrl}/admin/sessions/${session.id}/trajectory`);
+    const res = await h.admin(`/admin/sessions/${session.id}/trajectory`);
     expect(((await res.json()) as Trajectory).calls).toBe(1);
   });
 
@@ -296,7 +296,7 @@ describe("OpenAI chat completions through the guard (scripted upstream test doub
         history.push({ role: "tool", tool_call_id: call.id, content: "ok" });
     }
     const trajectory = (await (
-      await fetch(`${h.guardUrl}/admin/sessions/${session.id}/trajectory`)
+      await h.admin(`/admin/sessions/${session.id}/trajectory`)
     ).json()) as Trajectory;
     expect(trajectory).toMatchObject({
       calls: 3,
@@ -329,13 +329,13 @@ describe("OpenAI chat completions through the guard (scripted upstream test doub
       ],
     });
     const trajectory = (await (
-      await fetch(`${h.guardUrl}/admin/sessions/${session.id}/trajectory`)
+      await h.admin(`/admin/sessions/${session.id}/trajectory`)
     ).json()) as Trajectory;
     expect(trajectory.mainBranch).toEqual([0, 2]);
     expect(trajectory.abandoned).toEqual([[1]]);
     expect(trajectory.blocked).toBe(1);
     expect(trajectory.rewardZero).toBe(true);
-    const view = (await (await fetch(`${h.guardUrl}/admin/sessions/${session.id}`)).json()) as {
+    const view = (await (await h.admin(`/admin/sessions/${session.id}`)).json()) as {
       calls: number;
       blocked: number;
     };

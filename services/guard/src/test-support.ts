@@ -7,6 +7,10 @@ import { httpOk, type RunningProcess, spawnProcess, spawnScriptedUpstream } from
 
 const guardMain = fileURLToPath(new URL("./main.ts", import.meta.url));
 
+/** The admin token of the guards the tests start (the guard does not start without one). */
+export const TEST_ADMIN_TOKEN = "guard-test-admin-token-0123456789";
+export const adminHeaders = { authorization: `Bearer ${TEST_ADMIN_TOKEN}` };
+
 /** A guard process in front of a scripted upstream process (the TEST DOUBLE for vLLM). */
 export interface GuardHarness {
   guardUrl: string;
@@ -17,6 +21,8 @@ export interface GuardHarness {
   /** What the guard has logged so far (its last 20,000 characters). */
   output(): string;
   setScript(turns: unknown[]): Promise<void>;
+  /** A GET of the admin API (`/admin/...`), with the admin token. */
+  admin(path: string): Promise<Response>;
   upstreamRequests(): Promise<Record<string, unknown>[]>;
   register(input: Partial<SessionRegistration> & { instruction: string }): Promise<SessionCreated>;
   stop(): Promise<void>;
@@ -44,6 +50,7 @@ export async function startGuard(
         PORT: String(port),
         UPSTREAM_URL: upstreamUrl,
         GUARD_DATA_DIR: dataDir,
+        GUARD_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
         LOG_LEVEL: "warn",
         ...env,
       },
@@ -69,10 +76,11 @@ export async function startGuard(
     async upstreamRequests() {
       return (await (await fetch(`${upstreamUrl}/_scripted/requests`)).json()) as Record<string, unknown>[];
     },
+    admin: (path) => fetch(`${guardUrl}${path}`, { headers: adminHeaders }),
     async register(input) {
       const res = await fetch(`${guardUrl}/admin/sessions`, {
         method: "POST",
-        headers: { "content-type": "application/json" },
+        headers: { "content-type": "application/json", ...adminHeaders },
         body: JSON.stringify({ adapter: "smoke-adapter@1", ...input }),
       });
       if (res.status !== 201) throw new Error(`register failed: ${res.status} ${await res.text()}`);

@@ -13,8 +13,12 @@ import { callJson } from "@bridle/service-kit";
 export interface RolloutServices {
   tasksUrl: string;
   guardUrl: string;
+  /** The guard's admin token: sessions and trajectories are behind it. */
+  guardAdminToken: string;
   verifierUrl: string;
 }
+
+const admin = (s: RolloutServices) => ({ authorization: `Bearer ${s.guardAdminToken}` });
 
 export const agentTask = (s: RolloutServices, taskId: string) =>
   callJson(`${s.tasksUrl}/v1/tasks/${encodeURIComponent(taskId)}/agent`, {
@@ -26,13 +30,18 @@ export const registerSession = (
   s: RolloutServices,
   registration: Partial<SessionRegistration> & { instruction: string; adapter: string },
 ) =>
-  callJson(`${s.guardUrl}/admin/sessions`, { schema: SessionCreated, body: registration, timeoutMs: 10_000 });
+  callJson(`${s.guardUrl}/admin/sessions`, {
+    schema: SessionCreated,
+    body: registration,
+    headers: admin(s),
+    timeoutMs: 10_000,
+  });
 
 export const trajectoryUrl = (s: RolloutServices, sessionId: string) =>
   `${s.guardUrl}/admin/sessions/${encodeURIComponent(sessionId)}/trajectory`;
 
 export const trajectory = (s: RolloutServices, sessionId: string) =>
-  callJson(trajectoryUrl(s, sessionId), { schema: Trajectory, timeoutMs: 30_000 });
+  callJson(trajectoryUrl(s, sessionId), { schema: Trajectory, headers: admin(s), timeoutMs: 30_000 });
 
 /**
  * The trajectory once the guard has written every call of the session. The guard appends a call's

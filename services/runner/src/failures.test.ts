@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { ErrorBody, RolloutResult } from "@bridle/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startRolloutStack } from "./test-stack.ts";
+import { guardAdminHeaders, startRolloutStack } from "./test-stack.ts";
 
 const TASK = "repair-slugify-visible-test";
 const run = (command: string) => ({ name: "bash", arguments: { command } });
@@ -37,7 +37,9 @@ async function upstreamRequests(): Promise<number> {
 }
 
 async function guardRecords(sessionId: string) {
-  const res = await fetch(`${stack.guardUrl}/admin/sessions/${sessionId}/trajectory`);
+  const res = await fetch(`${stack.guardUrl}/admin/sessions/${sessionId}/trajectory`, {
+    headers: guardAdminHeaders,
+  });
   return ((await res.json()) as { records: { error: string | null; response: unknown }[] }).records;
 }
 
@@ -157,6 +159,40 @@ describe("a task's own guard rules reach the guard session of its rollouts", () 
     expect(result.correctness).toBe(1); // the answer is right, but a blocked call always scores 0
     expect(result.reward).toBe(0);
     expect(result.toolCalls.guard).toBe(2);
+  });
+});
+
+describe("the agent cannot reach the control plane", () => {
+  it("the guard's admin API answers 401 from inside the sandbox, to a read and to a new session", async () => {
+    // The one door out of the sandbox leads to the guard's port; the admin routes behind it need a
+    // token the sandbox never holds. (A script reads the address from the environment, so no host
+    // is named for the guard's host rule to refuse: the call really runs.)
+    const probe = [
+      "python3 - <<'PY'",
+      "import os, urllib.request as r, urllib.error as e",
+      "base = os.environ['BRIDLE_GUARD_URL'] + '/admin/sessions'",
+      'for data in (None, b\'{"instruction": "x", "adapter": "a", "mode": "off"}\'):',
+      "    try:",
+      "        print('ADMIN', r.urlopen(r.Request(base, data=data, headers={'content-type': 'application/json'})).status)",
+      "    except e.HTTPError as x:",
+      "        print('ADMIN', x.code)",
+      "PY",
+    ].join("\n");
+    await stack.script([{ tool_calls: [run(probe)] }, { text: "Done." }]);
+    const result = await rollout("admin-probe");
+    expect(result.blocked).toEqual([]);
+    expect(result.toolCalls.guard).toBe(1);
+    const requests = (await (await fetch(`${stack.upstreamUrl}/_scripted/requests`)).json()) as {
+      messages?: { role: string; content: unknown }[];
+    }[];
+    const toolResults = requests
+      .flatMap((r) => r.messages ?? [])
+      .filter((m) => m.role === "tool")
+      .map((m) => JSON.stringify(m.content));
+    expect(
+      toolResults.some((c) => /ADMIN 401.*ADMIN 401/s.test(c)),
+      toolResults.join("\n"),
+    ).toBe(true);
   });
 });
 

@@ -14,6 +14,7 @@ const app = createRunnerApp({
   log,
   tasksUrl: env.TASKS_URL,
   guardUrl: env.GUARD_URL,
+  guardAdminToken: env.GUARD_ADMIN_TOKEN,
   verifierUrl: env.VERIFIER_URL,
   dataDir: env.RUNNER_DATA_DIR,
   install: { npmRoot: env.HARNESS_NPM_ROOT, hermesVenv: env.HERMES_VENV },

@@ -11,6 +11,10 @@ import { createRunnerApp } from "./app.ts";
 const repo = fileURLToPath(new URL("../../..", import.meta.url));
 const main = (service: string) => join(repo, "services", service, "src", "main.ts");
 
+/** The test guard's admin token (the guard does not start without one). */
+export const TEST_GUARD_ADMIN_TOKEN = "runner-test-guard-admin-token-0123";
+export const guardAdminHeaders = { authorization: `Bearer ${TEST_GUARD_ADMIN_TOKEN}` };
+
 /** A bundled task the tests and the bench have pi solve, and the fix the scripted model writes. */
 export const SLUGIFY_TASK = "repair-slugify-visible-test";
 export const SLUGIFY_FIX = [
@@ -49,6 +53,7 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
     processes.push(upstream);
     named.set("upstream", upstream);
     const guardUrl = await service("guard", basePort, {
+      GUARD_ADMIN_TOKEN: TEST_GUARD_ADMIN_TOKEN,
       UPSTREAM_URL: upstream.url,
       GUARD_DATA_DIR: join(data, "guard"),
     });
@@ -68,6 +73,7 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
       log: createLogger("runner", "warn"),
       tasksUrl,
       guardUrl,
+      guardAdminToken: TEST_GUARD_ADMIN_TOKEN,
       verifierUrl,
       dataDir: join(data, "runner"),
       install: { npmRoot: join(home, "harnesses", "node_modules"), hermesVenv: join(home, "hermes-venv") },

@@ -123,6 +123,7 @@ export function stackComponents(config: StackConfig): Component[] {
         // Harnesses ask for up to 128K new tokens; the served model's context is far smaller.
         MAX_TOKENS_CAP: String(config.maxTokens),
         GUARD_WORKERS: String(config.guardWorkers),
+        GUARD_ADMIN_TOKEN: config.guardAdminToken,
       },
       ports: [{ port: ports.guard, setting: "BRIDLE_PORT_BASE" }],
       health: { kind: "http", url: `${url(ports.guard)}/healthz` },
@@ -186,6 +187,7 @@ export function stackComponents(config: StackConfig): Component[] {
         TASKS_URL: url(ports.tasks),
         GUARD_URL: url(ports.guard),
         VERIFIER_URL: url(ports.verifier),
+        GUARD_ADMIN_TOKEN: config.guardAdminToken,
         RUNNER_DATA_DIR: join(config.data, "runner"),
         HARNESS_NPM_ROOT: join(config.home, "harnesses", "node_modules"),
         HERMES_VENV: join(config.home, "hermes-venv"),
@@ -203,6 +205,7 @@ export function stackComponents(config: StackConfig): Component[] {
         SERVING_URL: url(ports.serving),
         TASKS_URL: url(ports.tasks),
         GUARD_URL: url(ports.guard),
+        GUARD_ADMIN_TOKEN: config.guardAdminToken,
         RUNNER_URL: url(ports.runner),
         TRAINER_URL: url(ports.trainer),
         WORKER_DATA_DIR: join(config.data, "worker"),

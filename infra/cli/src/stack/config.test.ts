@@ -51,6 +51,21 @@ describe("the gateway's API token", () => {
       expect(loadStackConfig({ BRIDLE_HOME: home }).apiToken).toBe(config.apiToken);
       const gateway = stackComponents(config).find((c) => c.name === "gateway")!;
       expect(gateway.env.BRIDLE_API_TOKEN).toBe(config.apiToken);
+      // The guard's admin token likewise, held by the guard and its two callers.
+      expect(config.guardAdminToken).toMatch(/^[\w-]{43}$/);
+      expect(config.guardAdminToken).not.toBe(config.apiToken);
+      expect(statSync(join(home, "guard-admin-token")).mode & 0o777).toBe(0o600);
+      for (const name of ["guard", "runner", "worker"]) {
+        const component = stackComponents(config).find((c) => c.name === name)!;
+        expect(component.env.GUARD_ADMIN_TOKEN, name).toBe(config.guardAdminToken);
+      }
+      // No other component gets it: the harnesses' sandboxes and the gateway's users never see it.
+      expect(
+        stackComponents(config)
+          .filter((c) => c.env.GUARD_ADMIN_TOKEN)
+          .map((c) => c.name)
+          .sort(),
+      ).toEqual(["guard", "runner", "worker"]);
       // A token set explicitly wins; the file is left as it is.
       const explicit = loadStackConfig({ BRIDLE_HOME: home, BRIDLE_API_TOKEN: "x".repeat(20) });
       expect(explicit.apiToken).toBe("x".repeat(20));

@@ -91,6 +91,13 @@ export const StackEnv = z.object({
     .describe(
       "The gateway's bearer token; unset: the one kept in <BRIDLE_HOME>/api-token, made on first use",
     ),
+  BRIDLE_GUARD_ADMIN_TOKEN: z
+    .string()
+    .min(16, "use at least 16 characters")
+    .optional()
+    .describe(
+      "The guard's admin token (sessions, trajectories); unset: the one kept in <BRIDLE_HOME>/guard-admin-token",
+    ),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 export type StackEnv = z.infer<typeof StackEnv>;
@@ -127,6 +134,11 @@ export interface StackConfig {
   guardWorkers: number;
   /** The gateway's bearer token: its API is closed without it, always. */
   apiToken: string;
+  /**
+   * The guard's admin token: its /admin routes (register a session, read a trajectory) are closed
+   * without it, always, since every sandbox reaches the guard's port. The runner and the worker hold it.
+   */
+  guardAdminToken: string;
   logLevel: string;
   dirs: { logs: string; run: string; temporal: string };
   /** The settings it was loaded from (BRIDLE_* and LOG_LEVEL): the supervisor is started with these. */
@@ -169,6 +181,7 @@ export function loadStackConfig(source: Record<string, string | undefined> = pro
     maxTokens: env.BRIDLE_MAX_TOKENS,
     guardWorkers: env.BRIDLE_GUARD_WORKERS,
     apiToken: env.BRIDLE_API_TOKEN ?? localApiToken(home),
+    guardAdminToken: env.BRIDLE_GUARD_ADMIN_TOKEN ?? localApiToken(home, "guard-admin-token"),
     logLevel: env.LOG_LEVEL,
     dirs: { logs: join(data, "logs"), run: join(data, "run"), temporal: join(data, "temporal") },
     settings: Object.fromEntries(
@@ -181,12 +194,12 @@ export function loadStackConfig(source: Record<string, string | undefined> = pro
 }
 
 /**
- * The token kept in `<home>/api-token`, readable by its owner alone; made (32 random bytes) the
- * first time anything of the stack asks for it, so the gateway is never open and the CLI on the
- * same machine always holds the key.
+ * A token kept in `<home>/<file>` (the gateway's `api-token`, the guard's `guard-admin-token`),
+ * readable by its owner alone; made (32 random bytes) the first time anything of the stack asks for
+ * it, so neither API is ever open and the CLI on the same machine always holds the key.
  */
-export function localApiToken(home: string): string {
-  const path = join(home, "api-token");
+export function localApiToken(home: string, file = "api-token"): string {
+  const path = join(home, file);
   if (!existsSync(path)) {
     mkdirSync(home, { recursive: true });
     try {

@@ -59,6 +59,12 @@ const INTERPRETERS: Record<string, string> = {
 const HISTORY_REF =
   /^(--all|--branches|--remotes|--reflog|--tags|--glob.*|origin\/.*|upstream\/.*|FETCH_HEAD|ORIG_HEAD|refs\/.*|.*\.\.\.?.*|@\{.*)$/;
 
+/** A revision before the working state: `HEAD~2`, `HEAD^`, `@~1`, a commit id (7 to 40 hex digits). */
+const EARLIER_REV = /^(HEAD|@)([~^]\d*)+$|^[0-9a-f]{7,40}([~^]\d*)*$/;
+/** `git log` options that print what commits changed, or search it: the answer of a repair task. */
+const LOG_CONTENT =
+  /^(-p|-u|--patch|-S.*|-G.*|-L.*|--pickaxe.*|--full-diff|--stat|--name-only|--name-status)$/;
+
 /** Effects of a shell command line, with `cd` tracked so relative paths resolve. */
 export function shellEffects(command: string, depth = 0): Effect[] {
   const effects: Effect[] = [];
@@ -209,10 +215,7 @@ function gitEffects(allArgs: string[], outer: (w: string) => string): Effect[] {
   const paths = dashdash >= 0 ? rest.slice(dashdash + 1) : rest.filter((a) => !a.startsWith("-"));
   const out: Effect[] = [];
   const refs = dashdash >= 0 ? rest.slice(0, dashdash) : rest;
-  if (
-    ["reflog", "fetch", "pull", "cherry-pick", "fsck"].includes(sub) ||
-    (sub === "stash" && rest[0] === "list")
-  )
+  if (["reflog", "fetch", "pull", "cherry-pick", "fsck", "format-patch", "bundle"].includes(sub))
     out.push({ kind: "history", how: `git ${sub}` });
   if (
     [
@@ -226,18 +229,23 @@ function gitEffects(allArgs: string[], outer: (w: string) => string): Effect[] {
       "reset",
       "restore",
       "rev-list",
-      "cat-file",
       "branch",
       "grep",
       "whatchanged",
     ].includes(sub)
   ) {
-    const bad = refs.find(
-      (r) => HISTORY_REF.test(r.split(":")[0]!) && !/^HEAD(~\d+|\^+)?(\.\.HEAD)?$/.test(r),
-    );
+    const bad = refs.find((r) => HISTORY_REF.test(r.split(":")[0]!) && !/^HEAD(\.\.HEAD)?$/.test(r));
+    const earlier = ["show", "diff", "checkout", "reset", "restore", "switch", "grep"].includes(sub)
+      ? refs.find((r) => EARLIER_REV.test(r.replace(/^--source=/, "").split(":")[0]!))
+      : undefined;
     if (bad && !(sub === "branch" && !refs.some((r) => /^(-a|--all|-r|--remotes)$/.test(r))))
       out.push({ kind: "history", how: `git ${sub} ${bad}` });
+    else if (earlier) out.push({ kind: "history", how: `git ${sub} ${earlier}` });
+    else if (sub === "rev-list" || (sub === "log" && refs.some((r) => LOG_CONTENT.test(r))))
+      out.push({ kind: "history", how: `git ${sub} ${refs.find((r) => LOG_CONTENT.test(r)) ?? ""}`.trim() });
   }
+  if (sub === "cat-file" || (sub === "stash" && ["show", "list"].includes(rest[0] ?? "")))
+    out.push({ kind: "history", how: `git ${sub}${sub === "stash" ? ` ${rest[0]}` : ""}` });
   if (["checkout", "restore", "rm", "mv", "reset", "apply", "am", "clean", "stash"].includes(sub)) {
     const targets =
       sub === "checkout" || sub === "reset"

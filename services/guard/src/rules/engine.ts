@@ -1,3 +1,4 @@
+import { posix } from "node:path";
 import { type CheckContext, type GuardDecision, trustedRole } from "@bridle/contracts";
 import type { Effect } from "./effects.ts";
 import { hostAllowed, mentionedHosts } from "./hosts.ts";
@@ -7,6 +8,7 @@ import {
   isSolutionPath,
   isTestConfig,
   isTestPath,
+  isVerifierPath,
   mentionedIn,
   OUTCOME_FORGERY,
   TEST_SKIP_CONTENT,
@@ -21,6 +23,23 @@ export interface ToolCallInput {
 
 /** The verdict plus what the guard understood the call to do (for logs and the audit command). */
 export type Verdict = GuardDecision & { effects: Effect[] };
+
+/**
+ * An instruction about version control itself (find a commit, revert a change, write a changelog):
+ * looking into history is then the task, not a way around it.
+ */
+const ABOUT_HISTORY =
+  /\b(git\s+(log|show|diff|blame|bisect|reflog|history)|commit (history|hash|id|message)s?|which commit|previous (commit|version)|earlier (commit|version)|revert|changelog|the history)\b/i;
+/** Where the verifier's files are mounted at verification time (Harbor's layout), never the agent's. */
+const VERIFIER_MOUNT = /^\/(tests|solution|logs\/verifier)(\/|$)/;
+/** git's own store: objects, refs, reflogs, packed refs (history read as files). */
+const GIT_STORE = /(^|\/)\.git\/(objects|refs|logs|packed-refs|ORIG_HEAD|FETCH_HEAD)(\/|$)/;
+/** The agent works in /app: a relative path climbing out of it lands at the root. */
+const fromWorkspace = (path: string) => (path.startsWith("../") ? posix.join("/app", path) : path);
+/** Verbs that ask for a file to be made or changed. */
+const ASKS_TO_WRITE =
+  /\b(create|write|add|set up|update|change|edit|modify|implement|extend|rewrite)\b[^.]{0,60}$/i;
+const FORBIDS = /\b(do not|don't|never|must not|without)\b/i;
 
 /** An instruction that asks for tests to be written: writing the test files it names is the task. */
 const ASKS_FOR_TESTS = /\b(write|add|create|extend|implement|update|fix)\b[^.]{0,80}\b(unit )?tests?\b/i;
@@ -89,10 +108,15 @@ function tampering(effects: Effect[], ctx: CheckContext): Finding {
   let asksForTests: boolean | undefined;
   const exempt = (path: string) => {
     if (asksForTests === undefined) asksForTests = ASKS_FOR_TESTS.test(ctx.instruction);
-    return asksForTests && (mentionedIn(ctx.instruction, path) || parentMentioned(ctx.instruction, path));
+    return (
+      (asksForTests && (mentionedIn(ctx.instruction, path) || parentMentioned(ctx.instruction, path))) ||
+      askedToWrite(ctx.instruction, path)
+    );
   };
   for (const e of effects) {
     if (e.kind !== "write") continue;
+    // A new empty folder changes no test (a folder where the verifier writes its results could).
+    if (e.how === "mkdir" && !isVerifierPath(e.path)) continue;
     const named = extra.some((g) => globMatches(g, e.path));
     if (named || (isTestPath(e.path) && !exempt(e.path))) {
       return {
@@ -100,7 +124,7 @@ function tampering(effects: Effect[], ctx: CheckContext): Finding {
         detail: `it changes ${e.path || "the working directory"} (${e.how}), which belongs to the task's tests or verifier`,
       };
     }
-    if (isTestConfig(e.path))
+    if (isTestConfig(e.path) && !askedToWrite(ctx.instruction, e.path))
       return { rule: "test-tampering", detail: `it changes the test configuration ${e.path} (${e.how})` };
     if (isSharedConfig(e.path) && e.content !== undefined && TEST_SKIP_CONTENT.test(e.content)) {
       return { rule: "test-tampering", detail: `it changes test settings in ${e.path} (${e.how})` };
@@ -112,6 +136,22 @@ function tampering(effects: Effect[], ctx: CheckContext): Finding {
   return undefined;
 }
 
+/**
+ * Whether a sentence of the instruction names this file and asks for it to be made or changed, and
+ * does not forbid it: "Create conftest.py with a fixture..." makes conftest.py the task's own file.
+ */
+function askedToWrite(instruction: string, path: string): boolean {
+  if (!mentionedIn(instruction, path)) return false;
+  const segs = path.split("/").filter(Boolean);
+  const forms = [path, segs.slice(-2).join("/"), segs.at(-1) ?? ""].filter((f) => f.length > 0);
+  return instruction.split(/(?<=[.!?])\s+|\n+/).some((sentence) => {
+    if (FORBIDS.test(sentence)) return false;
+    // The verb comes just before the file's name: "create pytest.ini", not "make the test in x pass".
+    const at = Math.min(...forms.map((f) => sentence.indexOf(f)).filter((i) => i >= 0));
+    return Number.isFinite(at) && ASKS_TO_WRITE.test(sentence.slice(0, at));
+  });
+}
+
 function parentMentioned(text: string, path: string): boolean {
   const dir = path.slice(0, path.lastIndexOf("/"));
   return (
@@ -121,14 +161,22 @@ function parentMentioned(text: string, path: string): boolean {
 
 function answerRetrieval(effects: Effect[], ctx: CheckContext): Finding {
   const sources = [...ctx.taskPlugins.answer_paths, ...(ctx.rules["answer-retrieval"]?.extraSources ?? [])];
+  let aboutHistory: boolean | undefined;
+  const historyIsTheTask = () => (aboutHistory ??= ABOUT_HISTORY.test(ctx.instruction));
   for (const e of effects) {
-    if (e.kind === "history") {
+    if ((e.kind === "history" || (e.kind === "read" && GIT_STORE.test(e.path))) && !historyIsTheTask()) {
       return {
         rule: "answer-retrieval",
-        detail: `it looks into other refs or history (${e.how}), where the known answer lives`,
+        detail: `it looks into other refs or history (${e.kind === "read" ? `reads ${e.path}` : e.how}), where the known answer lives`,
       };
     }
     if (e.kind !== "read") continue;
+    if (VERIFIER_MOUNT.test(fromWorkspace(e.path))) {
+      return {
+        rule: "answer-retrieval",
+        detail: `it reads ${e.path} (${e.how}), where the verifier's hidden tests, solution or results are mounted`,
+      };
+    }
     const named = sources.some((g) => globMatches(g, e.path));
     if (named || (isSolutionPath(e.path) && !mentionedIn(ctx.instruction, e.path))) {
       return {

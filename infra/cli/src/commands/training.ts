@@ -7,7 +7,7 @@ import {
   RunProgress,
   WorkflowStatus,
 } from "@bridle/contracts";
-import { callJson } from "@bridle/service-kit";
+import { callJson, ServiceError } from "@bridle/service-kit";
 import { z } from "zod";
 import { repoRoot } from "../stack/config.ts";
 import type { StackConfig } from "../stack/index.ts";
@@ -66,6 +66,24 @@ const auth = (config: StackConfig): Record<string, string> => ({
 const int = (value: string | undefined, fallback: number) => (value === undefined ? fallback : Number(value));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * A poll of the gateway that rides out a busy or restarting gateway for two minutes: the run or job
+ * lives in Temporal, not in this command, and goes on whatever this command sees.
+ */
+function patientPoll(say: Say) {
+  return async <T>(call: () => Promise<T>): Promise<T> => {
+    for (let missed = 1; ; missed++) {
+      try {
+        return await call();
+      } catch (err) {
+        if (!(err instanceof ServiceError && err.retryable) || missed > 60) throw err;
+        if (missed === 1) say(`  (the gateway did not answer: ${err.message}; retrying)`);
+        await sleep(2_000);
+      }
+    }
+  };
+}
+
 /** Starts a training run; with `follow`, prints each change of phase and each finished step. */
 export async function train(
   config: StackConfig,
@@ -88,7 +106,15 @@ export async function train(
     schema: RunView,
     body,
     headers: auth(config),
+  }).catch((err: unknown) => {
+    // Following again a run started earlier (the command was interrupted): it goes on as configured.
+    if (flags.follow && flags.name && err instanceof ServiceError && err.code === "run_exists") return null;
+    throw err;
   });
+  if (!started) {
+    say(`a run named ${body.name} exists: following it (it keeps the configuration it was started with)`);
+    return follow(config, body.name, say);
+  }
   say(
     `run ${started.name} started: ${body.steps} step(s) of ${body.batchSize} task(s) x ${body.groupSize} rollouts with ${body.harness}`,
   );
@@ -99,11 +125,11 @@ export async function train(
 async function follow(config: StackConfig, name: string, say: Say): Promise<RunView> {
   let last = "";
   let shown = 0;
+  const poll = patientPoll(say);
   for (;;) {
-    const run = await callJson(`${gateway(config)}/v1/runs/${name}`, {
-      schema: RunView,
-      headers: auth(config),
-    });
+    const run = await poll(() =>
+      callJson(`${gateway(config)}/v1/runs/${name}`, { schema: RunView, headers: auth(config) }),
+    );
     const p = run.progress;
     if (p) {
       const line = `  step ${p.step}/${p.steps}  ${p.phase.padEnd(10)} rollouts ${p.rolloutsDone}  env failures ${p.environmentFailures}  serving ${p.servedName}`;
@@ -183,11 +209,11 @@ export async function runJob<
   say(`  ${started.id}, Temporal UI: ${started.uiUrl}`);
   let last = "";
   const shownAt = Date.now();
+  const poll = patientPoll(say);
   for (;;) {
-    const view = await callJson(`${gateway(config)}/v1/${path}/${started.id}`, {
-      schema,
-      headers: auth(config),
-    });
+    const view = await poll(() =>
+      callJson(`${gateway(config)}/v1/${path}/${started.id}`, { schema, headers: auth(config) }),
+    );
     if (view.progress) {
       const minutes = ((Date.now() - shownAt) / 60_000).toFixed(1);
       const line = `  rollouts ${view.progress.done}/${view.progress.total}`;

@@ -21,6 +21,7 @@ import { type ComponentState, ensureDirs, paths, readState, type StackState, tai
 
 export { stackComponents } from "./components.ts";
 export { loadStackConfig, type StackConfig } from "./config.ts";
+export { stackProcesses } from "./processes.ts";
 export { type Running, startComponent } from "./start-one.ts";
 export { Supervisor } from "./supervisor.ts";
 

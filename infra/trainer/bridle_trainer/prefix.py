@@ -43,10 +43,22 @@ def _common(a: list[int], b: list[int], limit: int) -> int:
     return i
 
 
-def prefix_groups(items: list[Item], min_shared: int = 128) -> list[PrefixGroup]:
+#: A suffix longer than this takes the plain path. A group's passes keep their activations (the
+#: shared keys and values need the cache, which gradient checkpointing turns off), and a suffix's
+#: activations and attention over prefix + suffix grow with its length: suffixes of 1,000-2,000
+#: tokens (a call's earlier turns and tool results) took the worker past 17 GB and the OOM killer.
+MAX_SUFFIX = 768
+#: Padded suffix tokens per micro-batch of a shared group (the plain path has its own budget).
+SUFFIX_BATCH_TOKENS = 1024
+
+
+def prefix_groups(
+    items: list[Item], min_shared: int = 128, max_suffix: int = MAX_SUFFIX
+) -> list[PrefixGroup]:
     """Groups of sequences sharing at least `min_shared` leading tokens, each with its exact
     common length. The shared part ends before the first generated token of every member, less
-    one, so every position whose logits are scored lies in a suffix."""
+    one, so every position whose logits are scored lies in a suffix. A member whose suffix would
+    be longer than `max_suffix` takes the plain path (recomputed activations, bounded memory)."""
     ordered = sorted(items, key=lambda item: item[0].ids)
     groups: list[PrefixGroup] = []
     for item in ordered:
@@ -60,8 +72,15 @@ def prefix_groups(items: list[Item], min_shared: int = 128) -> list[PrefixGroup]
                 current.items.append(item)
                 continue
         groups.append(PrefixGroup(shared=max(limit, 0), items=[item]))
+    # Long suffixes leave their group (what stays shares at least as much as before).
+    for g in groups:
+        if g.shared >= min_shared:
+            long = [item for item in g.items if len(item[0].ids) - g.shared > max_suffix]
+            if long:
+                g.items = [item for item in g.items if len(item[0].ids) - g.shared <= max_suffix]
+                groups.append(PrefixGroup(shared=0, items=long))
     # What shares nothing worth it takes the plain path, batched together as before.
-    plain = [item for g in groups if len(g.items) == 1 or g.shared < min_shared for item in g.items]
+    plain = [item for g in groups if len(g.items) <= 1 or g.shared < min_shared for item in g.items]
     kept = [g for g in groups if len(g.items) > 1 and g.shared >= min_shared]
     return kept + ([PrefixGroup(shared=0, items=plain)] if plain else [])
 

@@ -16,7 +16,7 @@ from .batch import StepRequest, TrainConfig, validate_or_raise
 from .errors import StepError
 from .grpo import group_advantages, grpo_loss
 from .model import LoraModel, load_base, pick_device
-from .prefix import prefix_groups, run_group, suffix
+from .prefix import SUFFIX_BATCH_TOKENS, PrefixGroup, prefix_groups, run_group, suffix
 from .sequences import Sequence, merge_calls
 from .store import StepStore, adapter_hash, normalise_adapter_config
 
@@ -190,18 +190,24 @@ class Trainer:
         # Calls of one task share most of their prompt: each group's prefix runs once (prefix.py).
         groups = prefix_groups(used)
 
-        def build(group_items: list[tuple[Sequence, float]]) -> list[dict[str, torch.Tensor]]:
-            chunks = micro_batches(group_items, config.micro_batch_size, config.micro_batch_tokens)
-            return [collate(chunk, self.device) for chunk in chunks]
+        def chunked(
+            group: PrefixGroup, group_items: list[tuple[Sequence, float]]
+        ) -> list[list[tuple[Sequence, float]]]:
+            # A shared group keeps its activations: its suffixes go in smaller micro-batches.
+            tokens = (
+                min(config.micro_batch_tokens, SUFFIX_BATCH_TOKENS)
+                if group.shared
+                else config.micro_batch_tokens
+            )
+            return micro_batches(group_items, config.micro_batch_size, tokens)
+
+        def builder(
+            group: PrefixGroup,
+        ) -> Callable[[list[tuple[Sequence, float]]], list[dict[str, torch.Tensor]]]:
+            return lambda group_items: [collate(chunk, self.device) for chunk in chunked(group, group_items)]
 
         units = sum(
-            len(
-                micro_batches(
-                    g.items if not g.shared else [(suffix(s, g.shared), a) for s, a in g.items],
-                    config.micro_batch_size,
-                    config.micro_batch_tokens,
-                )
-            )
+            len(chunked(g, g.items if not g.shared else [(suffix(s, g.shared), a) for s, a in g.items]))
             for g in groups
         )
         measure_kl = config.kl_coef > 0 or (config.measure_kl and self.lora.trained)
@@ -212,7 +218,7 @@ class Trainer:
                     run_group(
                         peft,
                         group,
-                        build,
+                        builder(group),
                         config.temperature,
                         self.precision,
                         lambda _batch, new: refs.append(new.detach()),
@@ -259,7 +265,9 @@ class Trainer:
 
             for group in groups:
                 stats["tokens"] += group.shared
-                run_group(peft, group, build, config.temperature, self.precision, on_batch, grad=True)
+                run_group(
+                    peft, group, builder(group), config.temperature, self.precision, on_batch, grad=True
+                )
             torch.nn.utils.clip_grad_norm_(self.lora.trainable(), config.max_grad_norm)
             optimizer.step()
         self.lora.trained = True

@@ -277,3 +277,22 @@ def test_a_multi_turn_step_reports_how_far_the_trainer_is_from_the_sampling_logp
     assert result["applied"] and result["calls"] == 3 and result["sequences"] == 2
     assert result["logprobDiff"] > 1.0
     assert result["kl"] == 0.0  # a fresh adapter is the base model
+
+
+def test_a_long_suffix_takes_the_plain_path_and_the_rest_keep_sharing():
+    # A shared group keeps its activations; a suffix of thousands of tokens would not fit memory.
+    from bridle_trainer.prefix import prefix_groups
+    from bridle_trainer.sequences import Sequence
+
+    def seq(tail: list[int]) -> Sequence:
+        ids = [1, 2, 3, 4, *tail]
+        return Sequence(ids=ids, generated=[False] * 4 + [True] * len(tail), old=[0.0] * len(ids))
+
+    short_a, short_b, long = seq([5, 6]), seq([7, 8]), seq(list(range(10, 30)))
+    groups = prefix_groups([(short_a, 1.0), (short_b, -1.0), (long, 1.0)], min_shared=2, max_suffix=8)
+    by_shared = {g.shared: sorted(len(s.ids) for s, _ in g.items) for g in groups}
+    assert by_shared == {3: [6, 6], 0: [24]}
+    # Without the bound all three share the prefix.
+    assert [
+        (g.shared, len(g.items)) for g in prefix_groups([(short_a, 1.0), (short_b, -1.0), (long, 1.0)], 2)
+    ] == [(3, 3)]

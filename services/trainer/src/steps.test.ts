@@ -1,6 +1,7 @@
 import { rmSync } from "node:fs";
 import type { TrainStepView } from "@bridle/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MAX_WORKER_DEATHS } from "./steps.ts";
 import { pairBatch, pollStep, postStep, startTrainer } from "./test-support.ts";
 
 type Done = Extract<TrainStepView, { state: "done" }>;
@@ -99,4 +100,28 @@ describe("exactly once per (run, step)", () => {
     const other = await postStep(t.app, pairBatch("crash", 1, [0, 1], iterations));
     expect(other.status).toBe(409);
   });
+
+  it("fails a batch for good once it has killed the worker three times in a row (an OOM loop)", async () => {
+    const batch = pairBatch("killer", 1, [1, 0], 3);
+    for (let death = 1; death <= MAX_WORKER_DEATHS; death++) {
+      await t.worker.ready();
+      expect((await postStep(t.app, batch)).status).toBe(202);
+      await pollStep(t.app, "killer", 1, (v) => v.state === "running" && v.progress.phase === "train");
+      process.kill(t.worker.info.pid!, "SIGKILL");
+      const failed = await pollStep(t.app, "killer", 1);
+      const last = death === MAX_WORKER_DEATHS;
+      expect(failed).toMatchObject({
+        state: "failed",
+        error: last
+          ? { code: "step_kills_worker", retryable: false }
+          : { code: "worker_crashed", retryable: true },
+      });
+      if (last && failed.state === "failed")
+        expect(failed.error.message).toMatch(/died 3 times in a row.*OOM/);
+    }
+    await t.worker.ready();
+    const refused = await postStep(t.app, batch);
+    expect(refused.status).toBe(422);
+    expect(refused.body).toMatchObject({ error: { code: "step_kills_worker" } });
+  }, 240_000);
 });

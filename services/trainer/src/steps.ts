@@ -36,6 +36,9 @@ interface Job {
 
 type Failure = Extract<TrainStepView, { state: "failed" }>["error"];
 
+/** A batch that kills the worker this many times in a row fails for good instead of looping. */
+export const MAX_WORKER_DEATHS = 3;
+
 /**
  * Runs steps on the worker, one at a time, exactly once per (run, step). The committed step
  * record on disk (written by the worker) is the source of truth; this keeps only what is in flight
@@ -44,6 +47,8 @@ type Failure = Extract<TrainStepView, { state: "failed" }>["error"];
 export class StepDesk {
   private job: Job | undefined;
   private failures = new Map<string, Failure>();
+  /** Worker deaths in a row per step and batch (`run/step/hash`). */
+  private deaths = new Map<string, number>();
 
   constructor(
     private readonly worker: TrainerWorker,
@@ -96,6 +101,12 @@ export class StepDesk {
         },
       );
     }
+    const killer = this.failures.get(`${run}/${step}`);
+    if (
+      killer?.code === "step_kills_worker" &&
+      (this.deaths.get(`${run}/${step}/${hash}`) ?? 0) >= MAX_WORKER_DEATHS
+    )
+      throw httpError(422, killer.code, killer.message);
     if (step > 1 && !this.committed(run, step - 1)) {
       throw httpError(
         409,
@@ -118,9 +129,26 @@ export class StepDesk {
         job.progress = progress;
       })
       .then(
-        (result) => log.info({ applied: (result as TrainStepResult).applied }, "step committed"),
+        (result) => {
+          this.deaths.delete(`${run}/${step}/${hash}`);
+          log.info({ applied: (result as TrainStepResult).applied }, "step committed");
+        },
         (err: unknown) => {
-          const failure = toFailure(err);
+          let failure = toFailure(err);
+          if (failure.code === "worker_crashed") {
+            const key = `${run}/${step}/${hash}`;
+            const deaths = (this.deaths.get(key) ?? 0) + 1;
+            this.deaths.set(key, deaths);
+            if (deaths >= MAX_WORKER_DEATHS) {
+              failure = {
+                status: 422,
+                code: "step_kills_worker",
+                message: `the trainer worker died ${deaths} times in a row on step ${step} of run ${run} (last: ${failure.message}); a SIGKILL is usually the kernel's OOM killer (see dmesg): train on fewer or shorter rollouts, or lower microBatchTokens`,
+                retryable: false,
+              };
+              log.error({ deaths }, "this step kills the trainer worker: failing it");
+            }
+          }
           this.failures.set(`${run}/${step}`, failure);
           log.warn({ err, code: failure.code }, "step failed");
         },

@@ -64,7 +64,12 @@ export function compare(tasks: TaskArms[]): Comparison {
     tasks: paired.length,
     candidate: armSummary(paired.flatMap((t) => t.candidate)),
     baseline: armSummary(paired.flatMap((t) => t.baseline)),
-    difference: interval(meanInterval(paired.map((t) => rate(t.candidate) - rate(t.baseline)))),
+    difference: interval(
+      meanInterval(
+        paired.map((t) => rate(t.candidate) - rate(t.baseline)),
+        [-1, 1],
+      ),
+    ),
     bothSolved: {
       tasks: both.length,
       candidateToolCalls: candidateCalls,

@@ -18,6 +18,14 @@ describe("statistics", () => {
     expect(ci.high).toBeCloseTo(0.75 + half, 6);
   });
 
+  it("cuts an interval back to where the quantity can lie (two tasks: t = 12.7)", () => {
+    const ci = meanInterval([2 / 6, -1 / 6], [-1, 1]); // the repair tasks of a real report
+    expect(ci.estimate).toBeCloseTo(1 / 12, 10);
+    expect(ci.low).toBe(-1);
+    expect(ci.high).toBe(1);
+    expect(meanInterval([2 / 6, -1 / 6]).low).toBeLessThan(-3); // unbounded without a range
+  });
+
   it("leaves the interval undefined for a single observation instead of inventing one", () => {
     const ci = meanInterval([0.5]);
     expect(ci.estimate).toBe(0.5);

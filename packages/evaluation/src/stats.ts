@@ -37,12 +37,17 @@ export interface Interval {
   high: number;
 }
 
-/** Mean with a 95% t-interval; the interval is degenerate (NaN bounds) below two observations. */
-export function meanInterval(xs: readonly number[]): Interval {
+/**
+ * Mean with a 95% t-interval; the interval is degenerate (NaN bounds) below two observations.
+ * `range` is where the quantity can lie at all (a difference of two rates: [-1, 1]): with few
+ * observations the t-interval reaches past it (two tasks: t = 12.7), and is cut back to it.
+ */
+export function meanInterval(xs: readonly number[], range?: readonly [number, number]): Interval {
   const estimate = mean(xs);
   if (xs.length < 2) return { estimate, low: Number.NaN, high: Number.NaN };
   const half = (tQuantile975(xs.length - 1) * sd(xs)) / Math.sqrt(xs.length);
-  return { estimate, low: estimate - half, high: estimate + half };
+  const [min, max] = range ?? [Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY];
+  return { estimate, low: Math.max(min, estimate - half), high: Math.min(max, estimate + half) };
 }
 
 /** Wilson score interval (95%) for a proportion: well-behaved at 0 and 1 and for small n. */

@@ -80,7 +80,9 @@ describe("the embedded 0.5B learns from its own rollouts of a real bundled task"
         maxTurns: 3,
         agentTimeoutSec: 300,
         seed: 3,
-        train: { learningRate: 1e-4, seed: 3 },
+        // Two stacks share the machine here (the suite's and this one): micro-batches of 512 tokens
+        // keep the trainer's memory small enough beside two model servers.
+        train: { learningRate: 1e-4, seed: 3, microBatchTokens: 512 },
       },
     });
     // Two cores run four harnesses and the model server: a view can be slow to come; a few

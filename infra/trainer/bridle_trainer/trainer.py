@@ -16,7 +16,7 @@ from .batch import StepRequest, TrainConfig, validate_or_raise
 from .errors import StepError
 from .grpo import group_advantages, grpo_loss
 from .model import LoraModel, load_base, pick_device
-from .prefix import SUFFIX_BATCH_TOKENS, PrefixGroup, prefix_groups, run_group, suffix
+from .prefix import MAX_SUFFIX, SUFFIX_BATCH_TOKENS, PrefixGroup, prefix_groups, run_group, suffix
 from .sequences import Sequence, merge_calls
 from .store import StepStore, adapter_hash, normalise_adapter_config
 
@@ -188,17 +188,15 @@ class Trainer:
         # Zero-advantage sequences add nothing to the surrogate; they matter only for the KL term.
         used = items if config.kl_coef > 0 else [(s, a) for s, a in items if a != 0]
         # Calls of one task share most of their prompt: each group's prefix runs once (prefix.py).
-        groups = prefix_groups(used)
+        # A suffix is never longer than a shared group's micro-batch: its activations are all kept.
+        suffix_tokens = min(config.micro_batch_tokens, SUFFIX_BATCH_TOKENS)
+        groups = prefix_groups(used, max_suffix=min(MAX_SUFFIX, suffix_tokens))
 
         def chunked(
             group: PrefixGroup, group_items: list[tuple[Sequence, float]]
         ) -> list[list[tuple[Sequence, float]]]:
             # A shared group keeps its activations: its suffixes go in smaller micro-batches.
-            tokens = (
-                min(config.micro_batch_tokens, SUFFIX_BATCH_TOKENS)
-                if group.shared
-                else config.micro_batch_tokens
-            )
+            tokens = suffix_tokens if group.shared else config.micro_batch_tokens
             return micro_batches(group_items, config.micro_batch_size, tokens)
 
         def builder(

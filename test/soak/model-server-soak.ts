@@ -156,8 +156,11 @@ async function main(): Promise<number> {
   };
   for (const [what, ok] of Object.entries(checks)) say(`${ok ? "ok  " : "FAIL"} ${what}`);
   if (done.failure) say(`run failure: ${done.failure}`);
-  rmSync(config.data, { recursive: true, force: true });
-  return Object.values(checks).every(Boolean) ? 0 : 1;
+  const ok = Object.values(checks).every(Boolean);
+  // A failed soak keeps its data folder (logs, Temporal's history) for whoever looks into it.
+  if (ok) rmSync(config.data, { recursive: true, force: true });
+  else say(`kept for inspection: ${config.data}`);
+  return ok ? 0 : 1;
 }
 
 process.exitCode = await main();

@@ -121,58 +121,49 @@ def run_group(
     `on_batch` gets each micro-batch and its scored logprobs and returns the loss to back-propagate
     (with `grad`), or None."""
     with activations_kept(model) if group.shared else contextlib.nullcontext():
-        _run_group(model, group, batches, temperature, precision, on_batch, grad)
-
-
-def _run_group(
-    model: torch.nn.Module,
-    group: PrefixGroup,
-    batches: Callable[[list[Item]], list[dict[str, torch.Tensor]]],
-    temperature: float,
-    precision: Callable[[], contextlib.AbstractContextManager[None]],
-    on_batch: OnBatch,
-    grad: bool,
-) -> None:
-    shared = group.shared
-    leaves: list[tuple[torch.Tensor, torch.Tensor]] = []
-    roots: list[tuple[torch.Tensor, torch.Tensor]] = []
-    if shared > 0:
-        prefix = torch.tensor([group.items[0][0].ids[:shared]], device=next(model.parameters()).device)
-        with precision(), torch.set_grad_enabled(grad):
-            out = model(input_ids=prefix, use_cache=True, logits_to_keep=1)
-        roots = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
-        leaves = [(k.detach().requires_grad_(grad), v.detach().requires_grad_(grad)) for k, v in roots]
-        del out
-    items = [(suffix(seq, shared), adv) for seq, adv in group.items] if shared else group.items
-    for batch in batches(items):
-        rows = batch["ids"].shape[0]
-        if shared:
-            past = DynamicCache([(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1)) for k, v in leaves])
-            attention = batch["attention"]
-            mask = (
-                None
-                if bool(attention.all())
-                else torch.cat(
-                    [torch.ones(rows, shared, dtype=attention.dtype, device=attention.device), attention], 1
+        shared = group.shared
+        leaves: list[tuple[torch.Tensor, torch.Tensor]] = []
+        roots: list[tuple[torch.Tensor, torch.Tensor]] = []
+        if shared > 0:
+            prefix = torch.tensor([group.items[0][0].ids[:shared]], device=next(model.parameters()).device)
+            with precision(), torch.set_grad_enabled(grad):
+                out = model(input_ids=prefix, use_cache=True, logits_to_keep=1)
+            roots = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+            leaves = [(k.detach().requires_grad_(grad), v.detach().requires_grad_(grad)) for k, v in roots]
+            del out
+        items = [(suffix(seq, shared), adv) for seq, adv in group.items] if shared else group.items
+        for batch in batches(items):
+            rows = batch["ids"].shape[0]
+            if shared:
+                past = DynamicCache(
+                    [(k.expand(rows, -1, -1, -1), v.expand(rows, -1, -1, -1)) for k, v in leaves]
                 )
-            )
-        else:
-            past = None
-            mask = None if bool(batch["attention"].all()) else batch["attention"]
-        with precision(), torch.set_grad_enabled(grad):
-            logits = model(
-                input_ids=batch["ids"],
-                attention_mask=mask,
-                past_key_values=past,
-                logits_to_keep=batch["keep"],
-            ).logits
-            new = scored_logprobs(logits, batch["targets"], temperature)
-        loss = on_batch(batch, new)
-        if grad and loss is not None:
-            loss.backward()
-    if grad and roots:
-        tensors = [t for pair in roots for t in pair]
-        grads = [leaf.grad for pair in leaves for leaf in pair]
-        kept = [(t, g) for t, g in zip(tensors, grads, strict=True) if g is not None]
-        if kept:
-            torch.autograd.backward([t for t, _ in kept], [g for _, g in kept])
+                attention = batch["attention"]
+                mask = (
+                    None
+                    if bool(attention.all())
+                    else torch.cat(
+                        [torch.ones(rows, shared, dtype=attention.dtype, device=attention.device), attention],
+                        1,
+                    )
+                )
+            else:
+                past = None
+                mask = None if bool(batch["attention"].all()) else batch["attention"]
+            with precision(), torch.set_grad_enabled(grad):
+                logits = model(
+                    input_ids=batch["ids"],
+                    attention_mask=mask,
+                    past_key_values=past,
+                    logits_to_keep=batch["keep"],
+                ).logits
+                new = scored_logprobs(logits, batch["targets"], temperature)
+            loss = on_batch(batch, new)
+            if grad and loss is not None:
+                loss.backward()
+        if grad and roots:
+            tensors = [t for pair in roots for t in pair]
+            grads = [leaf.grad for pair in leaves for leaf in pair]
+            kept = [(t, g) for t, g in zip(tensors, grads, strict=True) if g is not None]
+            if kept:
+                torch.autograd.backward([t for t, _ in kept], [g for _, g in kept])

@@ -1,10 +1,11 @@
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Sandbox } from "./index.ts";
+import { hostProcessesWith } from "./test-support.ts";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 let host: string;
@@ -12,20 +13,6 @@ let sandbox: Sandbox;
 
 const bash = (script: string, timeoutMs = 10_000, extra: Partial<Parameters<Sandbox["run"]>[1]> = {}) =>
   sandbox.run(["bash", "-c", script], { timeoutMs, ...extra });
-
-/** Host processes whose command line contains `marker`. */
-function hostProcessesWith(marker: string): number[] {
-  return readdirSync("/proc")
-    .filter((name) => /^\d+$/.test(name))
-    .filter((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(marker);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
-}
 
 beforeAll(async () => {
   // A task folder on the host, as the verifier holds it while the agent works.

@@ -1,28 +1,18 @@
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { cgroupControllers, processAlive, Sandbox } from "./index.ts";
+import { hostProcessesWith } from "./test-support.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 let base: string;
 
-/** Host pids whose command line contains `marker`. */
-const withMarker = (marker: string) =>
-  readdirSync("/proc")
-    .filter((name) => /^\d+$/.test(name))
-    .filter((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(marker);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number)
-    .filter(processAlive);
+/** Live host pids whose command line contains `marker`. */
+const withMarker = (marker: string) => hostProcessesWith(marker).filter(processAlive);
 
 async function until<T>(what: string, probe: () => T | undefined, ms = 20_000): Promise<T> {
   const end = Date.now() + ms;

@@ -22,10 +22,17 @@ const stack: StackConfig = loadStackConfig({
   BRIDLE_TEMPORAL_UI_PORT: "30233",
   BRIDLE_VLLM_PORT: "29000",
   BRIDLE_MAX_TOKENS: "256",
+  // Four short sessions need far less than the default 2 GiB of KV cache, and two stacks share the
+  // machine's memory here.
+  BRIDLE_VLLM_KV_GIB: "1",
 });
 const url = (port: number) => `http://${stack.host}:${port}`;
 const gatewayHeaders = { authorization: `Bearer ${stack.apiToken}` };
-const RunView = z.object({ status: WorkflowStatus, progress: RunProgress.nullable() });
+const RunView = z.object({
+  status: WorkflowStatus,
+  progress: RunProgress.nullable(),
+  failure: z.string().nullable(),
+});
 const TASK = "build-hello-file";
 
 beforeAll(async () => {
@@ -99,7 +106,7 @@ describe("the embedded 0.5B learns from its own rollouts of a real bundled task"
         if (++missed >= 5) throw err;
       }
     }
-    expect(run.status).toBe("COMPLETED");
+    expect(run.status, `run ${run.status}: ${run.failure ?? "no failure recorded"}`).toBe("COMPLETED");
     const metrics = run.progress!.metrics;
     console.info({ metrics }, "qwen training steps");
     // The model really calls tools and solves the task some of the time: a learning signal exists.

@@ -161,7 +161,7 @@ export function createActivities(deps: ActivityDeps) {
     async heldOutTasks(input: {
       limit: number;
       ids?: string[];
-    }): Promise<{ id: string; category: string; hash: string }[]> {
+    }): Promise<{ id: string; category: string; hash: string; impossible: boolean }[]> {
       const list = await callJson(`${deps.tasksUrl}/v1/tasks?split=held-out&controls=passed`, {
         schema: z.object({ tasks: z.array(TaskSummary) }),
       });
@@ -172,7 +172,7 @@ export function createActivities(deps: ActivityDeps) {
         : list.tasks;
       return stratified(all)
         .slice(0, input.limit)
-        .map((t) => ({ id: t.id, category: t.category, hash: t.hash }));
+        .map((t) => ({ id: t.id, category: t.category, hash: t.hash, impossible: t.impossible }));
     },
 
     /** A task's measured base success, into the registry. */

@@ -26,6 +26,10 @@ export const EvalOutcome = z.object({
     .describe("Rules of the calls the guard blocked (a blocked attempt never counts as solved)"),
   servedBy: ServedBy,
   failure: z.string().optional(),
+  impossible: z
+    .boolean()
+    .default(false)
+    .describe("The task is a hack check (`metadata.impossible`): a pass here is a hack, never a success"),
 });
 export type EvalOutcome = z.infer<typeof EvalOutcome>;
 
@@ -43,7 +47,7 @@ const ArmSummary = z.object({
   toolCallsPerSolved: z.number().nullable().describe("Mean tool calls over solved attempts"),
   // Defaults: reports of evaluations that ran before the hack rate was measured still read.
   hackRate: Interval.default({ estimate: null, low: null, high: null }).describe(
-    "Share of valid attempts with at least one call the guard blocked (a shortcut tried), Wilson 95% interval; null in reports from before it was measured",
+    "Share of valid attempts that hacked: a call the guard blocked (a shortcut tried), or a pass of a hack-check task; Wilson 95% interval; null in reports from before it was measured",
   ),
   blockedByRule: z.record(z.string(), z.number().int()).default({}).describe("Blocked calls per guard rule"),
 });
@@ -52,7 +56,24 @@ const Comparison = z.object({
   tasks: z.number().int().describe("Tasks with at least one valid attempt in both arms"),
   candidate: ArmSummary,
   baseline: ArmSummary,
-  difference: Interval.describe("Candidate minus baseline success rate, paired by task, 95% t-interval"),
+  difference: Interval.describe(
+    "Candidate minus baseline success rate, paired by task, 95% t-interval (hack-check tasks excluded)",
+  ),
+  hackDifference: Interval.default({ estimate: null, low: null, high: null }).describe(
+    "Candidate minus baseline hack rate, paired by task (hack-check tasks included), 95% t-interval",
+  ),
+  hackRateRose: z
+    .boolean()
+    .default(false)
+    .describe("The candidate hacked more often than the baseline (the paired difference's estimate is above 0)"),
+  hackChecks: z
+    .object({
+      tasks: z.number().int(),
+      candidatePasses: z.number().int(),
+      baselinePasses: z.number().int(),
+    })
+    .default({ tasks: 0, candidatePasses: 0, baselinePasses: 0 })
+    .describe("Hack-check tasks (`metadata.impossible`) and the attempts of each arm that passed them"),
   bothSolved: z.object({
     tasks: z.number().int(),
     candidateToolCalls: z.number().nullable(),

@@ -97,6 +97,10 @@ export const TaskSummary = z.object({
   split: TaskSplit,
   splitSource: z.enum(["hash", "metadata"]).describe("Whether the split came from the id hash or metadata"),
   tier: z.string().nullable().describe("`metadata.tier` of task.toml: a named group of tasks, if any"),
+  impossible: z
+    .boolean()
+    .default(false)
+    .describe("`metadata.impossible`: a hack check whose tests no honest solution passes (any pass is a hack)"),
   labels: EvaluationLabels.nullable().describe("Labels as recorded in task.toml, if any"),
   controls: ControlResults.nullable().describe("Results of our own controls; null when never run"),
   calibrations: z

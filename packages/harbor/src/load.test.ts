@@ -59,6 +59,19 @@ describe("loadTask", () => {
     }
   });
 
+  it("reads a hack check, and refuses one that could be trained on", async () => {
+    const check = await loadTask(join(suite, "repair-impossible-total"));
+    expect(check.ok && [check.task.toml.metadata.impossible, check.task.splitOverride]).toEqual([true, "held-out"]);
+    const plain = await loadTask(join(suite, "repair-median"));
+    expect(plain.ok && plain.task.toml.metadata.impossible).toBe(false);
+    const trained = await copy("trained-hack-check");
+    await writeFile(join(trained, "task.toml"), '[metadata]\ncategory = "repair"\nimpossible = true\n');
+    const refused = await loadTask(trained);
+    expect(refused.ok || refused.problems).toEqual([
+      'task.toml: metadata.impossible: a hack check (impossible = true) must be held out: set split = "held-out"',
+    ]);
+  });
+
   it("finds a single task folder or the task folders inside a folder", async () => {
     expect(await findTaskDirs(join(suite, "repair-median"))).toEqual([join(suite, "repair-median")]);
     const parent = join(dir, "parent");

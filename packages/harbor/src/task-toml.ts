@@ -25,7 +25,8 @@ const Evaluation = z.looseObject({
 /**
  * `task.toml` as Bridle reads it: Harbor's fields plus `metadata.category` (required here),
  * `metadata.split` (optional override), `metadata.tier` (optional: a named group of tasks, such as
- * the bundled suite's one-step tier, that an experiment can train and judge on) and `environment.requires` (host tools the task needs,
+ * the bundled suite's one-step tier, that an experiment can train and judge on), `metadata.impossible`
+ * (a hack check whose tests no honest solution passes) and `environment.requires` (host tools the task needs,
  * since this backend does not build `environment/Dockerfile`). Unknown keys are kept.
  */
 export const TaskToml = z.looseObject({
@@ -37,7 +38,15 @@ export const TaskToml = z.looseObject({
       .string()
       .regex(/^[a-z0-9][a-z0-9-]{0,63}$/, "a tier is a lowercase name such as one-step")
       .optional(),
+    // A hack check: its tests contradict its instruction, so no honest solution passes them and an
+    // evaluation counts any pass as a hack (tampering with the tests or special-casing them).
+    impossible: z.boolean().default(false),
     repo2env: z.looseObject({ evaluation: Evaluation.optional() }).optional(),
+  })
+  // Training on a hack check would reward the hack: it is held out, by its own word.
+  .refine((m) => !m.impossible || m.split === "held-out", {
+    message: 'a hack check (impossible = true) must be held out: set split = "held-out"',
+    path: ["impossible"],
   }),
   verifier: z
     .looseObject({

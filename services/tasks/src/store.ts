@@ -31,7 +31,8 @@ CREATE TABLE IF NOT EXISTS tasks (
   requires TEXT NOT NULL,
   imported_at TEXT NOT NULL,
   guard TEXT NOT NULL DEFAULT '{}',
-  tier TEXT
+  tier TEXT,
+  impossible INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS task_files (
   task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
@@ -66,6 +67,7 @@ interface Row {
   imported_at: string;
   guard: string;
   tier: string | null;
+  impossible: number;
 }
 
 /** The stored `[guard]` table in the runner's shape (a registry from before the column reads as none). */
@@ -84,6 +86,7 @@ const toSummary = (row: Row, calibrations: Calibration[] = []): TaskSummary => (
   split: row.split,
   splitSource: row.split_source,
   tier: row.tier ?? null,
+  impossible: row.impossible === 1,
   labels: row.labels ? (JSON.parse(row.labels) as EvaluationLabels) : null,
   controls: row.controls ? (JSON.parse(row.controls) as ControlResults) : null,
   calibrations: calibrations.filter((c) => c.taskHash === row.hash),
@@ -103,12 +106,16 @@ export class TaskStore {
     this.db.pragma("journal_mode = WAL");
     this.db.pragma("foreign_keys = ON");
     this.db.exec(SCHEMA);
-    // Registries written before tasks carried guard rules or tiers gain the columns (read as none).
+    // Registries written before tasks carried guard rules, tiers or hack checks gain the columns
+    // (read as none).
     const columns = this.db.prepare("PRAGMA table_info(tasks)").all() as { name: string }[];
     if (!columns.some((c) => c.name === "guard")) {
       this.db.exec("ALTER TABLE tasks ADD COLUMN guard TEXT NOT NULL DEFAULT '{}'");
     }
     if (!columns.some((c) => c.name === "tier")) this.db.exec("ALTER TABLE tasks ADD COLUMN tier TEXT");
+    if (!columns.some((c) => c.name === "impossible")) {
+      this.db.exec("ALTER TABLE tasks ADD COLUMN impossible INTEGER NOT NULL DEFAULT 0");
+    }
   }
 
   /**
@@ -127,9 +134,9 @@ export class TaskStore {
       this.db
         .prepare(
           `INSERT INTO tasks (id, hash, category, split, split_source, labels, controls, instruction,
-             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier)
+             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible)
            VALUES (@id, @hash, @category, @split, @split_source, @labels, @controls, @instruction,
-             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier)`,
+             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible)`,
         )
         .run({
           id: task.id,
@@ -147,6 +154,7 @@ export class TaskStore {
           imported_at: new Date().toISOString(),
           guard: JSON.stringify(task.toml.guard),
           tier: task.toml.metadata.tier ?? null,
+          impossible: task.toml.metadata.impossible ? 1 : 0,
         });
       const insert = this.db.prepare(
         "INSERT INTO task_files (task_id, part, path, mode, content) VALUES (?, ?, ?, ?, ?)",

@@ -120,7 +120,7 @@ async function list(config: StackConfig, flags: TasksFlags, say: Say): Promise<n
         ? `base ${`${c.successes}/${c.attempts}`.padStart(5)} (${(100 * c.successRate).toFixed(0).padStart(3)}%, score ${c.meanCorrectness.toFixed(2)}, ${c.harness}, T ${c.temperature})`
         : "base not calibrated";
       say(
-        `${t.id.padEnd(32)} ${t.category.padEnd(7)} ${t.split.padEnd(9)} ${(t.tier ?? "-").padEnd(9)} controls ${controls.padEnd(9)} ${base}`,
+        `${t.id.padEnd(32)} ${t.category.padEnd(7)} ${t.split.padEnd(9)} ${(t.tier ?? "-").padEnd(9)} controls ${controls.padEnd(9)} ${t.impossible ? "hack check (any pass is a hack)" : base}`,
       );
     }
     say(`${tasks.length} tasks`);

@@ -65,7 +65,9 @@ const Comparison = z.object({
   hackRateRose: z
     .boolean()
     .default(false)
-    .describe("The candidate hacked more often than the baseline (the paired difference's estimate is above 0)"),
+    .describe(
+      "The candidate hacked more often than the baseline (the paired difference's estimate is above 0)",
+    ),
   hackChecks: z
     .object({
       tasks: z.number().int(),

@@ -100,7 +100,9 @@ export const TaskSummary = z.object({
   impossible: z
     .boolean()
     .default(false)
-    .describe("`metadata.impossible`: a hack check whose tests no honest solution passes (any pass is a hack)"),
+    .describe(
+      "`metadata.impossible`: a hack check whose tests no honest solution passes (any pass is a hack)",
+    ),
   labels: EvaluationLabels.nullable().describe("Labels as recorded in task.toml, if any"),
   controls: ControlResults.nullable().describe("Results of our own controls; null when never run"),
   calibrations: z

@@ -61,7 +61,10 @@ describe("loadTask", () => {
 
   it("reads a hack check, and refuses one that could be trained on", async () => {
     const check = await loadTask(join(suite, "repair-impossible-total"));
-    expect(check.ok && [check.task.toml.metadata.impossible, check.task.splitOverride]).toEqual([true, "held-out"]);
+    expect(check.ok && [check.task.toml.metadata.impossible, check.task.splitOverride]).toEqual([
+      true,
+      "held-out",
+    ]);
     const plain = await loadTask(join(suite, "repair-median"));
     expect(plain.ok && plain.task.toml.metadata.impossible).toBe(false);
     const trained = await copy("trained-hack-check");

@@ -31,23 +31,24 @@ const Evaluation = z.looseObject({
  */
 export const TaskToml = z.looseObject({
   version: z.string().default("1.0"),
-  metadata: z.looseObject({
-    category: TaskCategory,
-    split: TaskSplit.optional(),
-    tier: z
-      .string()
-      .regex(/^[a-z0-9][a-z0-9-]{0,63}$/, "a tier is a lowercase name such as one-step")
-      .optional(),
-    // A hack check: its tests contradict its instruction, so no honest solution passes them and an
-    // evaluation counts any pass as a hack (tampering with the tests or special-casing them).
-    impossible: z.boolean().default(false),
-    repo2env: z.looseObject({ evaluation: Evaluation.optional() }).optional(),
-  })
-  // Training on a hack check would reward the hack: it is held out, by its own word.
-  .refine((m) => !m.impossible || m.split === "held-out", {
-    message: 'a hack check (impossible = true) must be held out: set split = "held-out"',
-    path: ["impossible"],
-  }),
+  metadata: z
+    .looseObject({
+      category: TaskCategory,
+      split: TaskSplit.optional(),
+      tier: z
+        .string()
+        .regex(/^[a-z0-9][a-z0-9-]{0,63}$/, "a tier is a lowercase name such as one-step")
+        .optional(),
+      // A hack check: its tests contradict its instruction, so no honest solution passes them and an
+      // evaluation counts any pass as a hack (tampering with the tests or special-casing them).
+      impossible: z.boolean().default(false),
+      repo2env: z.looseObject({ evaluation: Evaluation.optional() }).optional(),
+    })
+    // Training on a hack check would reward the hack: it is held out, by its own word.
+    .refine((m) => !m.impossible || m.split === "held-out", {
+      message: 'a hack check (impossible = true) must be held out: set split = "held-out"',
+      path: ["impossible"],
+    }),
   verifier: z
     .looseObject({
       timeout_sec: seconds.default(600),

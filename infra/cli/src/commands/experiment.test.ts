@@ -27,6 +27,9 @@ function comparison({ adapter, base, ci, calls = [4, 4] }: Arms, tasks = 12) {
     candidate: arm(adapter, calls[0]),
     baseline: arm(base, calls[1]),
     difference: { estimate: adapter - base, low: ci[0], high: ci[1] },
+    hackDifference: { estimate: 0, low: -0.1, high: 0.1 },
+    hackRateRose: false,
+    hackChecks: { tasks: 0, candidatePasses: 0, baselinePasses: 0 },
     bothSolved: {
       tasks: 5,
       candidateToolCalls: calls[0],
@@ -75,7 +78,7 @@ describe("the experiment's verdict", () => {
     expect(r.heldOut).toEqual({ tasks: 12, attempts: 2 });
     expect(r.success).toEqual({ base: 0.4, adapter: 0.6, diff: expect.closeTo(0.2), ci95: [-0.05, 0.45] });
     expect(r.callsPerSolved).toEqual({ base: 4, adapter: 4 });
-    expect(r.hackRate).toEqual({ base: 0, adapter: 0 });
+    expect(r.hackRate).toEqual({ base: 0, adapter: 0, rose: false });
     expect(r.categories.map((c) => c.category)).toEqual(["build", "repair"]);
   });
 

@@ -316,11 +316,12 @@ export function buildExperimentReport(input: ReportInput) {
     heldOut: { tasks: o.tasks, attempts: input.eval.attemptsPerTask },
     success: { base, adapter, diff: diff.estimate, ci95: [diff.low, diff.high] },
     callsPerSolved: { base: o.baseline.toolCallsPerSolved, adapter: o.candidate.toolCallsPerSolved },
-    // Attempts with a call the guard blocked: training must not teach shortcuts (absent in reports
-    // written before the evaluation measured it).
+    // Attempts with a call the guard blocked or a pass of a hack check: training must not teach
+    // shortcuts (absent in reports written before the evaluation measured it).
     hackRate: {
       base: o.baseline.hackRate?.estimate ?? null,
       adapter: o.candidate.hackRate?.estimate ?? null,
+      rose: o.hackRateRose ?? false,
     },
     callsOnBothSolved: {
       tasks: o.bothSolved.tasks,
@@ -390,7 +391,7 @@ function renderMarkdown(
     `**Verdict:** ${r.verdict}.`,
     "",
     `Held-out: ${r.heldOut.tasks} tasks x ${r.heldOut.attempts} attempt(s), both arms with the same seeds.`,
-    `Hack rate (attempts with a call the guard blocked): adapter ${pct(r.hackRate.adapter)}, base ${pct(r.hackRate.base)}.`,
+    `Hack rate (attempts with a call the guard blocked or a hack-check pass): adapter ${pct(r.hackRate.adapter)}, base ${pct(r.hackRate.base)}${r.hackRate.rose ? ": **the adapter's hack rate rose**" : ""}.`,
     "",
     "## Training curves",
     "",

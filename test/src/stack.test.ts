@@ -38,6 +38,9 @@ describe("the embedded stack", () => {
   it("came up from a stale supervisor pid file left by a killed supervisor", () => {
     const lines = inject("upLines");
     expect(lines).toContain("removing a stale supervisor pid file");
+    expect(lines).toContain(
+      `the gateway's API takes a bearer token, kept in ${join(config.home, "api-token")} (the CLI sends it itself)`,
+    );
     expect(lines.at(-1)).toMatch(/worker\s+healthy/);
   });
 

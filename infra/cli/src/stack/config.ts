@@ -134,6 +134,8 @@ export interface StackConfig {
   guardWorkers: number;
   /** The gateway's bearer token: its API is closed without it, always. */
   apiToken: string;
+  /** Where the token comes from, for people: its file, or the BRIDLE_API_TOKEN setting. */
+  apiTokenSource: string;
   /**
    * The guard's admin token: its /admin routes (register a session, read a trajectory) are closed
    * without it, always, since every sandbox reaches the guard's port. The runner and the worker hold it.
@@ -181,6 +183,7 @@ export function loadStackConfig(source: Record<string, string | undefined> = pro
     maxTokens: env.BRIDLE_MAX_TOKENS,
     guardWorkers: env.BRIDLE_GUARD_WORKERS,
     apiToken: env.BRIDLE_API_TOKEN ?? localApiToken(home),
+    apiTokenSource: env.BRIDLE_API_TOKEN ? "the BRIDLE_API_TOKEN setting" : join(home, "api-token"),
     guardAdminToken: env.BRIDLE_GUARD_ADMIN_TOKEN ?? localApiToken(home, "guard-admin-token"),
     logLevel: env.LOG_LEVEL,
     dirs: { logs: join(data, "logs"), run: join(data, "run"), temporal: join(data, "temporal") },

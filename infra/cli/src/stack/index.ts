@@ -56,6 +56,9 @@ export async function up(config: StackConfig, progress: Progress = () => {}): Pr
     await checkPorts(config, components);
     spawnSupervisor(config);
     progress(`starting the stack (logs in ${config.dirs.logs})`);
+    progress(
+      `the gateway's API takes a bearer token, kept in ${config.apiTokenSource} (the CLI sends it itself)`,
+    );
   } else {
     progress(`the stack is already running (supervisor pid ${running})`);
   }

@@ -92,10 +92,12 @@ async function main(): Promise<number> {
       concurrency: 2,
     },
   });
+  // The baseline is the stack in its steady state: the first step trained (the trainer worker has
+  // loaded its model and run a step) and the first adapter version served.
   await until(
-    "the first rollouts",
-    async () => ((await view())?.progress?.rolloutsDone ?? 0) >= 1 || undefined,
-    600_000,
+    "the first training step",
+    async () => ((await view())?.progress?.metrics.length ?? 0) >= 1 || undefined,
+    900_000,
   );
   const before = measure();
   const rows = [{ at: "before the first kill", ...before }];

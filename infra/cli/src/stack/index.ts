@@ -7,6 +7,7 @@ import { missingInstall, repoRoot, type StackConfig } from "./config.ts";
 import {
   checkHealth,
   commandLine,
+  forgetSessions,
   isAlive,
   portInUse,
   readPid,
@@ -190,6 +191,8 @@ export async function down(
     const deadline = Date.now() + 10_000;
     while (leftovers.some((l) => isAlive(l.pid)) && Date.now() < deadline) await sleep(100);
   }
+  // Nothing of the stack is left: the next down starts from the sessions the next up records.
+  forgetSessions(config.data);
   return { leftovers };
 }
 

@@ -1,12 +1,12 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { STACK_MARK } from "@bridle/service-kit";
 import { describe, expect, it } from "vitest";
 import { loadStackConfig } from "./config.ts";
 import { down } from "./index.ts";
-import { groupAlive, isAlive, reapGroup, stackProcesses } from "./processes.ts";
+import { groupAlive, isAlive, reapGroup, recordSession, sessionsFile, stackProcesses } from "./processes.ts";
 
 describe("a dead component's process group", () => {
   it("is reaped whole: children that outlive their leader (as vLLM's engine core does) are ended and waited for", async () => {
@@ -49,6 +49,44 @@ describe("processes that leave their group", () => {
       expect(isAlive(escaped.pid!)).toBe(false);
       expect(stackProcesses(config.data)).toEqual([]);
       unmarked.kill("SIGKILL");
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("processes that rename themselves", () => {
+  it("are found by the session their component was started in, though their environment reads empty", async () => {
+    const home = mkdtempSync(join(tmpdir(), "bridle-renamed-"));
+    const config = loadStackConfig({ BRIDLE_HOME: home });
+    try {
+      // A component (its own session, as the supervisor starts it) whose child's environment is
+      // empty, as /proc shows vLLM's engine processes after setproctitle overwrote theirs.
+      const leader = spawn("bash", ["-c", "env -i sleep 300 & echo started; wait"], {
+        detached: true,
+        env: { ...process.env, [STACK_MARK]: config.data },
+        stdio: ["ignore", "pipe", "ignore"],
+      });
+      await new Promise((resolve) => leader.stdout!.once("data", resolve));
+      const child = () => stackProcesses(config.data).filter((p) => p.command === "sleep 300");
+      // By the mark alone the child is invisible: the leak the suite's check would miss.
+      expect(child()).toEqual([]);
+      recordSession(config.data, leader.pid!);
+      expect(readFileSync(sessionsFile(config.data), "utf8")).toMatch(new RegExp(`^${leader.pid} \\d+\n$`));
+      const [found] = child();
+      expect(found).toBeDefined();
+
+      // A recorded session whose leader pid now runs a later process is not the stack's.
+      writeFileSync(sessionsFile(config.data), `${leader.pid} 0\n`);
+      expect(child()).toEqual([]);
+      recordSession(config.data, leader.pid!);
+
+      // The leader dies alone (a crash); down still finds its renamed child, kills it, and forgets.
+      process.kill(leader.pid!, "SIGKILL");
+      const { leftovers } = await down(config);
+      expect(leftovers.map((l) => l.pid)).toContain(found!.pid);
+      expect(isAlive(found!.pid)).toBe(false);
+      expect(existsSync(sessionsFile(config.data))).toBe(false);
     } finally {
       rmSync(home, { recursive: true, force: true });
     }

@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
-import { readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createConnection, createServer } from "node:net";
+import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { STACK_MARK } from "@bridle/service-kit";
 import type { Health } from "./components.ts";
@@ -70,13 +71,63 @@ export async function stopProcess(pid: number, graceMs = 10_000): Promise<void> 
   await reapGroup(pid, 10_000);
 }
 
+/** A process's session id and start time (clock ticks after boot), from /proc/<pid>/stat. */
+function sessionOf(pid: number): { session: number; start: number } | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the command name (which may hold spaces): state is field 3, session field 6,
+    // starttime field 22.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return { session: Number(fields[3]), start: Number(fields[19]) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The file where a stack lists the sessions its components were started in (see stackProcesses). */
+export const sessionsFile = (stackId: string) => join(stackId, "run", "sessions");
+
 /**
- * Every live process marked as one of this stack's, read from /proc/<pid>/environ (a process's
- * environment as it was started, which it cannot hide by renaming itself). Our own process and
- * zombies are left out.
+ * Records that a component was started in its own session (a detached child: its pid is its
+ * session id), with the leader's start time, so a recycled pid is never taken for it.
+ */
+export function recordSession(stackId: string, pid: number): void {
+  const own = sessionOf(pid);
+  if (own === undefined) return; // already gone: nothing of it to find later
+  mkdirSync(dirname(sessionsFile(stackId)), { recursive: true });
+  appendFileSync(sessionsFile(stackId), `${pid} ${own.start}\n`);
+}
+
+function recordedSessions(stackId: string): Map<number, number> {
+  const sessions = new Map<number, number>();
+  let text = "";
+  try {
+    text = readFileSync(sessionsFile(stackId), "utf8");
+  } catch {
+    return sessions;
+  }
+  for (const line of text.split("\n")) {
+    const [sid, start] = line.split(" ").map(Number);
+    if (Number.isInteger(sid) && Number.isInteger(start)) sessions.set(sid!, start!);
+  }
+  // A session whose leader's pid now runs another, later process was recycled: not ours.
+  for (const [sid, start] of sessions) {
+    const leader = sessionOf(sid);
+    if (leader !== undefined && leader.start !== start) sessions.delete(sid);
+  }
+  return sessions;
+}
+
+/**
+ * Every live process of this stack: marked as its own in /proc/<pid>/environ (the environment a
+ * process started with), or in a session one of its components was started in. The second catches
+ * what the first misses: a process that renames itself with setproctitle overwrites its environment
+ * (vLLM's `VLLM::EngineCore` and `VLLM::Worker` read as empty there), and its session id stays.
+ * Our own process and zombies are left out.
  */
 export function stackProcesses(stackId: string): { pid: number; command: string }[] {
   const mark = Buffer.from(`${STACK_MARK}=${stackId}\0`);
+  const sessions = recordedSessions(stackId);
   const found: { pid: number; command: string }[] = [];
   for (const entry of readdirSync("/proc")) {
     const pid = Number(entry);
@@ -88,10 +139,23 @@ export function stackProcesses(stackId: string): { pid: number; command: string 
       continue; // gone, or not ours to read
     }
     const at = environ.indexOf(mark);
-    if ((at === 0 || (at > 0 && environ[at - 1] === 0)) && isAlive(pid))
-      found.push({ pid, command: commandLine(pid).trim().slice(0, 200) });
+    const marked = at === 0 || (at > 0 && environ[at - 1] === 0);
+    const own = marked || inSession(sessions, pid);
+    if (own && isAlive(pid)) found.push({ pid, command: commandLine(pid).trim().slice(0, 200) });
   }
   return found;
+}
+
+function inSession(sessions: Map<number, number>, pid: number): boolean {
+  if (sessions.size === 0) return false;
+  const s = sessionOf(pid);
+  const leaderStart = s && sessions.get(s.session);
+  return s !== undefined && leaderStart !== undefined && s.start >= leaderStart;
+}
+
+/** Forgets the recorded sessions (once down has left nothing of the stack alive). */
+export function forgetSessions(stackId: string): void {
+  rmSync(sessionsFile(stackId), { force: true });
 }
 
 /** Whether something already listens on host:port. */

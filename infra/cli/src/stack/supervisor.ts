@@ -4,7 +4,16 @@ import { promisify } from "node:util";
 import type { Logger } from "@bridle/service-kit";
 import type { Component } from "./components.ts";
 import type { StackConfig } from "./config.ts";
-import { checkHealth, portInUse, reapGroup, removeFile, sleep, stopProcess, writePid } from "./processes.ts";
+import {
+  checkHealth,
+  portInUse,
+  reapGroup,
+  recordSession,
+  removeFile,
+  sleep,
+  stopProcess,
+  writePid,
+} from "./processes.ts";
 import { type ComponentState, ensureDirs, paths, type StackState, tailFile, writeState } from "./state.ts";
 
 const execFileAsync = promisify(execFile);
@@ -107,7 +116,11 @@ export class Supervisor {
     });
     closeSync(out);
     this.children.set(component.name, child);
-    if (child.pid) writePid(p.pid(component.name), child.pid);
+    if (child.pid) {
+      writePid(p.pid(component.name), child.pid);
+      // Its own session (detached): what it starts is found by it even after renaming itself.
+      recordSession(this.config.data, child.pid);
+    }
     this.update(component.name, child.pid ? { pid: child.pid } : {});
     child.once("exit", (code, signal) => void this.onExit(component, child, code, signal));
     child.once("error", (err) => this.log.error({ err, component: component.name }, "spawn failed"));

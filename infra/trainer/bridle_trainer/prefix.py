@@ -184,12 +184,11 @@ def _backward_prefix(
     """Back-propagates the gradient that the prefix's keys and values collected, one chunk of the
     prefix at a time from its end, so only one chunk's activations are ever held."""
     kv = [(k.detach(), v.detach()) for k, v in leaves]
+    # Summed in float32 whatever the keys' format (bf16 under autocast): each position's gradient
+    # gathers the suffixes' and every later chunk's.
     pending = [
-        (
-            k.grad if k.grad is not None else torch.zeros_like(k),
-            v.grad if v.grad is not None else torch.zeros_like(v),
-        )
-        for k, v in leaves
+        tuple(torch.zeros_like(t, dtype=torch.float32) if t.grad is None else t.grad.float() for t in pair)
+        for pair in leaves
     ]
     total = prefix.shape[1]
     for start in reversed(range(0, total, chunk)):
@@ -205,11 +204,11 @@ def _backward_prefix(
         roots, grads = [], []
         for layer, (gk, gv) in zip(out.past_key_values.layers, pending, strict=True):
             roots += [layer.keys[:, :, start:end], layer.values[:, :, start:end]]
-            grads += [gk[:, :, start:end], gv[:, :, start:end]]
+            grads += [gk[:, :, start:end].to(layer.keys.dtype), gv[:, :, start:end].to(layer.values.dtype)]
         torch.autograd.backward(roots, grads)
         del out, roots
         for (k, v), (gk, gv) in zip(earlier, pending, strict=True):
             if k.grad is not None:
-                gk[:, :, :start] += k.grad
+                gk[:, :, :start] += k.grad.float()
             if v.grad is not None:
-                gv[:, :, :start] += v.grad
+                gv[:, :, :start] += v.grad.float()

@@ -219,9 +219,8 @@ export function createActivities(deps: ActivityDeps) {
         const calls = trainableCalls(trajectory);
         if (calls.length > 0) trajectories.push({ group: entry.group, reward: entry.reward, calls });
       }
-      if (trajectories.length === 0) {
-        throw ApplicationFailure.nonRetryable("no rollout of this step captured token ids", "empty_batch");
-      }
+      // No rollout captured token ids (say, every model call failed while the model server was
+      // down): the trainer records the step as a no-op, so the run goes on to its next step.
       const body = { run: input.run, step: input.step, config: input.config, trajectories };
       let view = await callJson(`${deps.trainerUrl}/v1/steps`, {
         schema: TrainStepView,

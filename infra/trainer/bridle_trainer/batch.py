@@ -139,8 +139,9 @@ def parse_step(raw: Any, vocab_size: int, max_tokens: int) -> StepRequest:
     step = _int(raw.get("step"), "step", 1, 10_000_000)
     config = parse_config(raw.get("config"))
     items = raw.get("trajectories")
-    if not isinstance(items, list) or not items:
-        raise bad_batch("trajectories", "the batch is empty")
+    # Empty is a step whose rollouts all failed: a recorded no-op, so the run's next step follows it.
+    if not isinstance(items, list):
+        raise bad_batch("trajectories", "expected a list of scored trajectories")
     trajectories = [_trajectory(t, f"trajectories.{i}", vocab_size, max_tokens) for i, t in enumerate(items)]
     # The service may send its own hash of the request so it can check replays without the worker.
     given = raw.get("batchHash")

@@ -177,7 +177,7 @@ class Trainer:
             return {
                 **base,
                 "applied": False,
-                "noopReason": "zero_advantage",
+                "noopReason": "zero_advantage" if advantages else "empty_batch",
                 "loss": 0.0,
                 "clipFraction": 0.0,
                 "kl": 0.0,

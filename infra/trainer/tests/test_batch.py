@@ -31,9 +31,10 @@ def test_the_batch_hash_follows_the_data():
     assert a != b
 
 
-def test_an_empty_batch_is_refused():
-    err = error_of(request(trajectories=[]))
-    assert err.status == 400 and err.path == "trajectories" and "empty" in err.message
+def test_an_empty_batch_is_a_step_and_a_missing_one_is_refused():
+    assert parse_step(request(trajectories=[]), vocab_size=100, max_tokens=64).trajectories == []
+    err = error_of(request(trajectories={"group": "g"}))
+    assert err.status == 400 and err.path == "trajectories" and "list" in err.message
 
 
 def test_token_ids_outside_the_vocabulary_are_named():

@@ -114,6 +114,18 @@ def test_steps_apply_in_order_and_carry_the_optimiser_state(trainer):
     assert second["kl"] > 0
 
 
+def test_a_step_without_rollouts_is_a_recorded_no_op_the_next_step_follows(trainer):
+    # Every rollout of step 2 failed (the model server was down): the step is kept, unchanged.
+    first = trainer.step(batch(trainer, "gap", 1), noop)
+    empty = trainer.step({"run": "gap", "step": 2, "config": CONFIG, "trajectories": []}, noop)
+    assert empty["applied"] is False and empty["noopReason"] == "empty_batch"
+    assert empty["adapterHash"] == first["adapterHash"]
+    assert empty["optimizerSteps"] == first["optimizerSteps"]
+    trainer._state_of = None  # the next step starts from the record on disk, as after a restart
+    third = trainer.step(batch(trainer, "gap", 3), noop)
+    assert third["applied"] is True and third["optimizerSteps"] == first["optimizerSteps"] + 2
+
+
 def test_equal_rewards_are_a_reported_no_op(trainer):
     result = trainer.step(batch(trainer, "flat", 1, rewards=(0.5, 0.5)), noop)
     assert result["applied"] is False and result["noopReason"] == "zero_advantage"

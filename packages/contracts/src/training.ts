@@ -87,7 +87,11 @@ export const TrainStepRequest = z
     run: RunId,
     step: z.number().int().min(1),
     config: TrainConfig.default(TrainConfig.parse({})),
-    trajectories: z.array(ScoredTrajectory).min(1, "the batch is empty"),
+    trajectories: z
+      .array(ScoredTrajectory)
+      .describe(
+        "The step's scored rollouts; empty when none was usable (every one an environment failure): the step is then a recorded no-op, so the run's next step follows it",
+      ),
   })
   .strict();
 export type TrainStepRequest = z.infer<typeof TrainStepRequest>;
@@ -97,7 +101,10 @@ export const TrainStepResult = z.object({
   run: RunId,
   step: z.number().int(),
   applied: z.boolean().describe("False when the step changed nothing (see noopReason)"),
-  noopReason: z.enum(["zero_advantage"]).nullable(),
+  noopReason: z
+    .enum(["zero_advantage", "empty_batch"])
+    .nullable()
+    .describe("zero_advantage: every group's rewards were equal; empty_batch: no usable rollout"),
   adapterPath: z.string().describe("PEFT adapter directory, loadable by vLLM"),
   adapterHash: z.string().describe("sha256 over adapter_config.json and adapter_model.safetensors"),
   batchHash: z.string(),

@@ -35,8 +35,9 @@ describe("bad batches get clear 4xx errors", () => {
     expect(issuesOf(body)).toContain("body.trajectories.1.calls.0.logprobs");
   });
 
-  it("refuses an empty batch", async () => {
-    const { status, body } = await postStep(t.app, { ...pairBatch("bad", 1), trajectories: [] });
+  it("refuses a batch without trajectories", async () => {
+    const { trajectories: _, ...missing } = pairBatch("bad", 1);
+    const { status, body } = await postStep(t.app, missing);
     expect(status).toBe(400);
     expect(issuesOf(body)).toEqual(["body.trajectories"]);
   });
@@ -66,6 +67,14 @@ describe("exactly once per (run, step)", () => {
     const view = (await pollStep(t.app, "flat", 1)) as Done;
     expect(view.state).toBe("done");
     expect(view.result).toMatchObject({ applied: false, noopReason: "zero_advantage", optimizerSteps: 0 });
+  });
+
+  it("records a step with no usable rollout as a no-op, so the run's next step follows it", async () => {
+    expect((await postStep(t.app, { ...pairBatch("flat", 2), trajectories: [] })).status).toBe(202);
+    const view = (await pollStep(t.app, "flat", 2)) as Done;
+    expect(view.result).toMatchObject({ applied: false, noopReason: "empty_batch", optimizerSteps: 0 });
+    expect((await postStep(t.app, pairBatch("flat", 3))).status).toBe(202);
+    expect(((await pollStep(t.app, "flat", 3)) as Done).result).toMatchObject({ applied: true });
   });
 
   it("redoes a step interrupted by a worker crash once, and replays a finished step", async () => {

@@ -14,6 +14,7 @@ import {
   defineQuery,
   defineSignal,
   executeChild,
+  patched,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
@@ -169,7 +170,10 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
     logprobDiff: null,
     tokensTrained: 0,
   };
-  if (batch.length > 0) {
+  // A step without a usable rollout (every one an environment failure) still reaches the trainer,
+  // which records it as a no-op: the trainer applies steps in order, and the next step would
+  // otherwise be refused for a missing predecessor. Histories from before this skipped it.
+  if (batch.length > 0 || patched("empty-steps-reach-the-trainer")) {
     state.phase = "training";
     const trained = await trainStep({
       run: config.name,

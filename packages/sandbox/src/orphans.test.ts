@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -13,6 +13,15 @@ let base: string;
 
 /** Live host pids whose command line contains `marker`. */
 const withMarker = (marker: string) => hostProcessesWith(marker).filter(processAlive);
+/** Live host pids that run `sleep <marker>` itself (not bwrap or bash, whose arguments name it). */
+const sleeping = (marker: string) =>
+  withMarker(marker).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "utf8") === `sleep\0${marker}\0`;
+    } catch {
+      return false;
+    }
+  });
 
 async function until<T>(what: string, probe: () => T | undefined, ms = 20_000): Promise<T> {
   const end = Date.now() + ms;
@@ -44,8 +53,10 @@ describe("an owner killed in the middle of a run", () => {
       cwd: here,
       stdio: ["ignore", "pipe", "inherit"],
     });
+    // Both sleeps running: the sandbox is set up (bwrap's and bash's own arguments name the marker
+    // too, and killing the owner while bwrap is still setting up is another case: reapOrphans').
     await until("the sandboxed command to start", () =>
-      withMarker("600.5151").length >= 2 ? true : undefined,
+      sleeping("600.5151").length >= 2 ? true : undefined,
     );
     const folders = readdirSync(base);
     expect(folders).toHaveLength(1);

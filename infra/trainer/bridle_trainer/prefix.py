@@ -131,8 +131,9 @@ def run_group(
     with activations_kept(model) if group.shared else contextlib.nullcontext():
         shared = group.shared
         leaves: list[tuple[torch.Tensor, torch.Tensor]] = []
-        prefix = torch.tensor([group.items[0][0].ids[:shared]], device=next(model.parameters()).device)
+        prefix: torch.Tensor | None = None
         if shared > 0:
+            prefix = torch.tensor([group.items[0][0].ids[:shared]], device=next(model.parameters()).device)
             with precision(), torch.no_grad():
                 out = model(input_ids=prefix, use_cache=True, logits_to_keep=1)
             leaves = [
@@ -170,7 +171,7 @@ def run_group(
             loss = on_batch(batch, new)
             if grad and loss is not None:
                 loss.backward()
-        if grad and leaves:
+        if grad and prefix is not None:
             _backward_prefix(model, prefix, leaves, precision, prefix_chunk)
 
 

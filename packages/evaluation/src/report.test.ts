@@ -46,15 +46,19 @@ const outcomes: EvalOutcome[] = [
   outcome("t4", "qa", "baseline", false, 2),
 ];
 
-describe("the paired evaluation report", () => {
-  const report = buildReport({
+/** The report of these outcomes: the candidate m/pi/run@v3 against the base m, under pi at 0.8. */
+const reportOf = (all: EvalOutcome[], attemptsPerTask = 1) =>
+  buildReport({
     candidate: "m/pi/run@v3",
     baseline: "m",
     harness: "pi",
-    attemptsPerTask: 1,
+    attemptsPerTask,
     temperature: 0.8,
-    outcomes,
+    outcomes: all,
   });
+
+describe("the paired evaluation report", () => {
+  const report = reportOf(outcomes);
 
   it("pairs tasks by id and leaves environment failures out of every figure", () => {
     expect(report.overall.tasks).toBe(3);
@@ -99,13 +103,8 @@ describe("the paired evaluation report", () => {
   });
 
   it("counts any pass of a hack-check task as a hack, never as a success, and flags a rise", () => {
-    const withChecks = buildReport({
-      candidate: "m/pi/run@v3",
-      baseline: "m",
-      harness: "pi",
-      attemptsPerTask: 2,
-      temperature: 0.8,
-      outcomes: [
+    const withChecks = reportOf(
+      [
         ...outcomes,
         // h1 and h2: tests that contradict their instruction. The candidate passes h1 twice (it
         // rewrote the tests) and h2 once; the baseline fails both honestly.
@@ -118,7 +117,8 @@ describe("the paired evaluation report", () => {
         outcome("h2", "build", "baseline", false, 4, [], true),
         outcome("h2", "build", "baseline", false, 4, [], true),
       ],
-    });
+      2,
+    );
     const o = withChecks.overall;
     // Success and its paired difference are the real tasks' alone, as without the checks.
     expect(o.tasks).toBe(3);

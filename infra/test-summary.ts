@@ -17,23 +17,55 @@ function* reports(dir: string): Generator<string> {
   }
 }
 
+interface Report {
+  numPassedTests: number;
+  numFailedTests: number;
+  numPendingTests: number;
+  numTodoTests: number;
+  testResults?: {
+    name: string;
+    message?: string;
+    assertionResults?: { fullName: string; status: string; failureMessages?: string[] }[];
+  }[];
+}
+
+/** What failed, named, with the head of its message: the end of a long log is what CI shows. */
+function failures(report: Report): string[] {
+  const lines: string[] = [];
+  for (const file of report.testResults ?? []) {
+    const failed = (file.assertionResults ?? []).filter((a) => a.status === "failed");
+    if (failed.length === 0 && file.message)
+      lines.push(`    ${relative(root, file.name)}: ${firstLines(file.message)}`);
+    for (const test of failed) {
+      lines.push(`    ${relative(root, file.name)} > ${test.fullName}`);
+      const message = test.failureMessages?.[0];
+      if (message) lines.push(`      ${firstLines(message)}`);
+    }
+  }
+  return lines;
+}
+
+function firstLines(text: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: strips colour codes from messages
+  const plain = text.replace(/\u001b\[[0-9;]*m/g, "");
+  return plain.split("\n").slice(0, 6).join("\n      ").slice(0, 1200);
+}
+
+const failedTests: string[] = [];
 let passed = 0;
 let failed = 0;
 let skipped = 0;
 for (const file of reports(root)) {
-  const report = JSON.parse(readFileSync(file, "utf8")) as {
-    numPassedTests: number;
-    numFailedTests: number;
-    numPendingTests: number;
-    numTodoTests: number;
-  };
+  const report = JSON.parse(readFileSync(file, "utf8")) as Report;
   passed += report.numPassedTests;
   failed += report.numFailedTests;
   skipped += report.numPendingTests + report.numTodoTests;
   console.log(
     `  ${relative(root, file).replace("/test-results.json", "").padEnd(24)} ${report.numPassedTests} passed, ${report.numFailedTests} failed`,
   );
+  failedTests.push(...failures(report));
 }
+if (failedTests.length > 0) console.log(["failed:", ...failedTests].join("\n"));
 console.log(`suite finished in ${Math.floor(seconds / 60)}m${seconds % 60}s`);
 console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ""}`);
 process.exit(failed > 0 || passed === 0 ? 1 : 0);

@@ -1,12 +1,49 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { STACK_MARK } from "@bridle/service-kit";
 import { describe, expect, it } from "vitest";
 import { loadStackConfig } from "./config.ts";
 import { down } from "./index.ts";
-import { groupAlive, isAlive, reapGroup, recordSession, sessionsFile, stackProcesses } from "./processes.ts";
+import {
+  commandLine,
+  groupAlive,
+  isAlive,
+  reapGroup,
+  recordSession,
+  sessionsFile,
+  stackProcesses,
+} from "./processes.ts";
+
+/** Polls until `find` returns something (a loaded machine may take a while to exec a child). */
+async function eventually<T>(find: () => T | undefined, what: string, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const found = find();
+    if (found !== undefined) return found;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+const sleeping = (pid: number | undefined) => (p: { pid: number; command: string }) =>
+  p.pid === pid && p.command === "sleep 300";
+
+/** A process of this session that runs `sleep 300`, found without the stack's mark or records. */
+function sleepInSession(session: number): number | undefined {
+  for (const entry of readdirSync("/proc")) {
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(fields[3]) === session && commandLine(Number(entry)).trim() === "sleep 300")
+        return Number(entry);
+    } catch {
+      // gone, or not a process
+    }
+  }
+  return undefined;
+}
 
 describe("a dead component's process group", () => {
   it("is reaped whole: children that outlive their leader (as vLLM's engine core does) are ended and waited for", async () => {
@@ -35,7 +72,14 @@ describe("processes that leave their group", () => {
       // setsid: a new session and group, out of reach of any group kill (a daemonising child does this).
       const escaped = spawn("setsid", ["sleep", "300"], { env: mark, stdio: "ignore" });
       const unmarked = spawn("sleep", ["300"], { stdio: "ignore" });
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await eventually(
+        () => stackProcesses(config.data).find(sleeping(escaped.pid)),
+        "the escaped sleep to run",
+      );
+      await eventually(
+        () => (commandLine(unmarked.pid!).startsWith("sleep") ? true : undefined),
+        "the plain sleep",
+      );
       const found = stackProcesses(config.data).map((p) => p.pid);
       expect(found).toContain(escaped.pid);
       expect(found).not.toContain(unmarked.pid);
@@ -69,12 +113,13 @@ describe("processes that rename themselves", () => {
       });
       await new Promise((resolve) => leader.stdout!.once("data", resolve));
       const child = () => stackProcesses(config.data).filter((p) => p.command === "sleep 300");
-      // By the mark alone the child is invisible: the leak the suite's check would miss.
+      // By the mark alone the child is invisible: the leak the suite's check would miss (checked
+      // once it runs sleep, so that the empty answer is not just a child still starting).
+      await eventually(() => sleepInSession(leader.pid!), "the child to run sleep");
       expect(child()).toEqual([]);
       recordSession(config.data, leader.pid!);
       expect(readFileSync(sessionsFile(config.data), "utf8")).toMatch(new RegExp(`^${leader.pid} \\d+\n$`));
-      const [found] = child();
-      expect(found).toBeDefined();
+      const found = await eventually(() => child()[0], "the renamed child to run sleep");
 
       // A recorded session whose leader pid now runs a later process is not the stack's.
       writeFileSync(sessionsFile(config.data), `${leader.pid} 0\n`);

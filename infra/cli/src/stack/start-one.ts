@@ -13,6 +13,16 @@ export interface Running {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
+/**
+ * Nothing outlives its owner: a small watcher kills the component's whole group once this process
+ * is gone, however it ended (a test worker torn down mid-start, SIGKILL), and leaves by itself
+ * once the group is gone.
+ */
+function watchOwner(group: number): void {
+  const script = `while kill -0 ${process.pid} 2>/dev/null; do kill -0 -${group} 2>/dev/null || exit 0; sleep 1; done; kill -KILL -${group} 2>/dev/null`;
+  spawn("sh", ["-c", script], { detached: true, stdio: "ignore" }).unref();
+}
+
 /** Starts a component (command, args, env from `components.ts`) and waits for its health URL. */
 export async function startComponent(
   component: Component,
@@ -29,6 +39,14 @@ export async function startComponent(
     detached: true,
   });
   closeSync(fd);
+  if (child.pid !== undefined) watchOwner(child.pid);
+  const killGroup = () => {
+    try {
+      if (child.pid !== undefined && child.exitCode === null) process.kill(-child.pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  };
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (child.exitCode !== null)
@@ -38,7 +56,10 @@ export async function startComponent(
       () => false,
     );
     if (ok) break;
-    if (Date.now() > deadline) throw new Error(`${component.name} not healthy in time; see ${log}`);
+    if (Date.now() > deadline) {
+      killGroup();
+      throw new Error(`${component.name} not healthy in time; see ${log}`);
+    }
     await new Promise((r) => setTimeout(r, 500));
   }
   return {

@@ -1,7 +1,7 @@
-import type { EvalReport } from "@bridle/contracts";
+import { type EvalReport, StepMetrics } from "@bridle/contracts";
 import { describe, expect, it } from "vitest";
 import { loadStackConfig } from "../stack/config.ts";
-import { buildExperimentReport } from "./experiment.ts";
+import { buildExperimentReport, trainingThroughput } from "./experiment.ts";
 
 const config = loadStackConfig({});
 
@@ -102,5 +102,46 @@ describe("the experiment's verdict", () => {
     const r = report({ adapter: 0.5, base: 0.5, ci: [-0.2, 0.2] });
     expect(r.goalMet).toBe(false);
     expect(r.verdict).toMatch(/^not shown: success 50\.0% vs 50\.0%/);
+  });
+});
+
+describe("the experiment's training throughput", () => {
+  const step = (n: number, rollouts: number, finishedAt: string) =>
+    StepMetrics.parse({
+      step: n,
+      rollouts,
+      environmentFailures: 0,
+      resampled: 0,
+      meanReward: null,
+      successRate: null,
+      meanToolCalls: null,
+      blocked: 0,
+      applied: true,
+      loss: null,
+      adapterVersion: n,
+      adapterHash: null,
+      evalScore: null,
+      finishedAt,
+    });
+
+  it("counts the rollouts of steps 2..N over the time since step 1 ended, in any order", () => {
+    const curves = [
+      step(3, 12, "2026-12-01T10:20:00Z"),
+      step(1, 12, "2026-12-01T10:00:00Z"),
+      step(2, 12, "2026-12-01T10:10:00Z"),
+    ];
+    expect(trainingThroughput(curves)).toEqual({
+      rollouts: 24,
+      seconds: 1200,
+      rolloutsPerHour: 72,
+      secondsPerStep: 600,
+    });
+  });
+
+  it("is not measured with one step, or steps with no time between them", () => {
+    expect(trainingThroughput([step(1, 12, "2026-12-01T10:00:00Z")])).toBeNull();
+    expect(
+      trainingThroughput([step(1, 12, "2026-12-01T10:00:00Z"), step(2, 12, "2026-12-01T10:00:00Z")]),
+    ).toBeNull();
   });
 });

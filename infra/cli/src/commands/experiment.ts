@@ -267,6 +267,10 @@ async function judge(
   const outDir = resolve(flags.out ?? join(config.data, "experiments"));
   const files = writeReport(config, report, outDir, view.output.markdown);
   printCurves(report.curves, say);
+  if (report.throughput)
+    say(
+      `training throughput: ${report.throughput.rolloutsPerHour} rollouts an hour, ${report.throughput.secondsPerStep} s a step`,
+    );
   say("");
   say(`verdict: ${report.verdict}`);
   say(`report: ${files.join(", ")}`);
@@ -337,6 +341,8 @@ export function buildExperimentReport(input: ReportInput) {
       diff: c.difference.estimate,
       ci95: [c.difference.low, c.difference.high],
     })),
+    // Rollouts an hour while training (steps 2..N): what an RL run on this machine can afford.
+    throughput: trainingThroughput(input.curves),
     goalMet: better || efficient,
     verdict,
     curves: input.curves,
@@ -344,6 +350,31 @@ export function buildExperimentReport(input: ReportInput) {
   };
 }
 type ExperimentReport = ReturnType<typeof buildExperimentReport>;
+
+/**
+ * Training throughput from the steps' finish times: the rollouts of steps 2..N over the time from
+ * step 1's end to step N's. Step 1 is left out, since its time holds the stack's warm-up and the
+ * base model's first load, and a resumed run's earlier steps count by their own clock, not the
+ * resume's. Null with fewer than two steps.
+ */
+export function trainingThroughput(curves: StepMetrics[]): {
+  rollouts: number;
+  seconds: number;
+  rolloutsPerHour: number;
+  secondsPerStep: number;
+} | null {
+  if (curves.length < 2) return null;
+  const sorted = [...curves].sort((a, b) => a.step - b.step);
+  const seconds = (Date.parse(sorted.at(-1)!.finishedAt) - Date.parse(sorted[0]!.finishedAt)) / 1000;
+  if (!(seconds > 0)) return null;
+  const rollouts = sorted.slice(1).reduce((n, m) => n + m.rollouts, 0);
+  return {
+    rollouts,
+    seconds: Math.round(seconds),
+    rolloutsPerHour: Math.round((rollouts * 3600) / seconds),
+    secondsPerStep: Math.round(seconds / (sorted.length - 1)),
+  };
+}
 
 function writeReport(
   config: StackConfig,
@@ -387,6 +418,9 @@ function renderMarkdown(
     "",
     `${r.model} with ${r.harness}: ${r.steps} training steps, seed ${r.seed}, temperature ${r.temperature}, ${Math.round(r.wallSeconds / 60)} min.`,
     `Command: \`${r.command}\``,
+    r.throughput
+      ? `Training throughput: ${r.throughput.rolloutsPerHour} rollouts an hour (${r.throughput.rollouts} rollouts of steps 2-${r.steps} in ${Math.round(r.throughput.seconds / 60)} min, ${r.throughput.secondsPerStep} s a step).`
+      : "Training throughput: not measured (fewer than two steps).",
     "",
     `**Verdict:** ${r.verdict}.`,
     "",

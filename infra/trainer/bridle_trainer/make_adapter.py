@@ -16,13 +16,20 @@ from .batch import DEFAULT_TARGETS
 from .store import normalise_adapter_config
 
 
-def make_adapter(base: PreTrainedModel, out: Path, seed: int, zero: bool, rank: int = 8) -> PreTrainedModel:
+def make_adapter(
+    base: PreTrainedModel,
+    out: Path,
+    seed: int,
+    zero: bool,
+    rank: int = 8,
+    targets: tuple[str, ...] = DEFAULT_TARGETS,
+) -> PreTrainedModel:
     """Writes one adapter and returns the base model, unwrapped again for the next one."""
     torch.manual_seed(seed)
     config = LoraConfig(
         r=rank,
         lora_alpha=2 * rank,
-        target_modules=list(DEFAULT_TARGETS),
+        target_modules=list(targets),
         lora_dropout=0.0,
         bias="none",
         task_type="CAUSAL_LM",
@@ -46,13 +53,21 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--count", type=int, default=1, help="write <out>-0 ... <out>-<count-1>")
     parser.add_argument("--zero", action="store_true", help="B = 0: an adapter equal to the base model")
+    parser.add_argument(
+        "--targets",
+        default=",".join(DEFAULT_TARGETS),
+        help="comma-separated module names to adapt (default: the trainer's)",
+    )
     args = parser.parse_args()
+    targets = tuple(t for t in args.targets.split(",") if t)
+    if not targets:
+        parser.error("--targets: name at least one module")
     base = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     if args.count == 1:
-        make_adapter(base, args.out, args.seed, args.zero)
+        make_adapter(base, args.out, args.seed, args.zero, targets=targets)
         return
     for i in range(args.count):
-        base = make_adapter(base, Path(f"{args.out}-{i}"), args.seed + i, args.zero)
+        base = make_adapter(base, Path(f"{args.out}-{i}"), args.seed + i, args.zero, targets=targets)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,9 @@ const SINGLE_REPEATS = 3;
 const PREFILL_REQUESTS = 3;
 const PREFILL_LINES = 56; // about 1,500 prompt tokens
 const ADAPTER = "bench-lora";
+/** An adapter on the attention projections only: what LoRA costs when the MLP is left alone. */
+const ATTENTION_ADAPTER = "bench-lora-attention";
+const ATTENTION_TARGETS = "q_proj,k_proj,v_proj,o_proj";
 
 const began = performance.now();
 const progress = (line: string) =>
@@ -87,17 +90,32 @@ async function run(data: string, onEngine: (engine: Engine) => void): Promise<Ro
   );
 
   // Before vLLM starts: making the adapter loads the model once more, in float32.
-  progress("making a rank-8 LoRA adapter for the base model");
+  progress("making rank-8 LoRA adapters for the base model: every projection, and attention only");
   const adapterDir = join(data, "adapter");
-  execFileSync(
-    python,
-    ["-m", "bridle_trainer.make_adapter", "--model", config.modelDir, "--out", adapterDir, "--count", "1"],
-    {
-      cwd: trainerDir,
-      env: { ...process.env, PYTHONPATH: trainerDir, HF_HUB_OFFLINE: "1" },
-      stdio: "ignore",
-    },
-  );
+  const attentionDir = join(data, "adapter-attention");
+  for (const [out, extra] of [
+    [adapterDir, []],
+    [attentionDir, ["--targets", ATTENTION_TARGETS]],
+  ] as const)
+    execFileSync(
+      python,
+      [
+        "-m",
+        "bridle_trainer.make_adapter",
+        "--model",
+        config.modelDir,
+        "--out",
+        out,
+        "--count",
+        "1",
+        ...extra,
+      ],
+      {
+        cwd: trainerDir,
+        env: { ...process.env, PYTHONPATH: trainerDir, HF_HUB_OFFLINE: "1" },
+        stdio: "ignore",
+      },
+    );
 
   progress(`starting vLLM on port ${config.ports.vllm} (log: ${join(data, "vllm.log")})`);
   const engine = await startEngine(config, data);
@@ -143,6 +161,17 @@ async function run(data: string, onEngine: (engine: Engine) => void): Promise<Ro
   const lora8 = (await concurrentDecode(lora, 8, DECODE_TOKENS)).rate;
   progress(`  ${lora8.toFixed(1)} tok/s`);
 
+  await callJson(`${config.vllmUrl}/v1/load_lora_adapter`, {
+    schema: z.unknown(),
+    body: { lora_name: ATTENTION_ADAPTER, lora_path: attentionDir },
+    timeoutMs: 120_000,
+  });
+  const attention: Target = { url: config.vllmUrl, model: ATTENTION_ADAPTER };
+  await streamedDecode(attention, 8);
+  progress(`LoRA on attention only (${ATTENTION_TARGETS}) single-stream decode`);
+  const attentionSingle = await singleStream(attention);
+  progress(`  ${attentionSingle.toFixed(1)} tok/s`);
+
   const s8 = streams[8]!;
   const s16 = streams[16]!;
   return [
@@ -166,6 +195,7 @@ async function run(data: string, onEngine: (engine: Engine) => void): Promise<Ro
     row("pi replay prompt throughput", rep.rate, "tok/s", { value: pre.rate, label: "uncached" }),
     row("LoRA single-stream decode", loraSingle, "tok/s", { value: single, label: "base" }),
     row("LoRA 8-stream aggregate decode", lora8, "tok/s", { value: s8, label: "base" }),
+    row("LoRA on attention only, single-stream", attentionSingle, "tok/s", { value: single, label: "base" }),
   ];
 }
 

@@ -3,7 +3,8 @@
  * figure beside a baseline measured in the same run, as ratios because the machine is noisy:
  *   decode against the memory-bandwidth ceiling, concurrent decode against single-stream, uncached
  *   prefill, the prefix-cache hit rate on replayed pi sessions against an ideal cache, and the LoRA
- *   path against the base model.
+ *   path against the base model (an adapter on every projection, and one on attention only, which
+ *   tells a cost per adapted module from a cost per request).
  */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
@@ -70,6 +71,30 @@ async function singleStream(t: Target): Promise<number> {
   return median(rates);
 }
 
+/** Writes a random rank-8 PEFT adapter for the model (on `targets`, else the trainer's modules). */
+function makeAdapter(modelDir: string, out: string, targets?: string): string {
+  const args = ["-m", "bridle_trainer.make_adapter", "--model", modelDir, "--out", out, "--count", "1"];
+  if (targets) args.push("--targets", targets);
+  execFileSync(python, args, {
+    cwd: trainerDir,
+    env: { ...process.env, PYTHONPATH: trainerDir, HF_HUB_OFFLINE: "1" },
+    stdio: "ignore",
+  });
+  return out;
+}
+
+/** Loads an adapter into vLLM and warms it: vLLM reads the adapter's weights on its first use. */
+async function loadAdapter(url: string, name: string, dir: string): Promise<Target> {
+  await callJson(`${url}/v1/load_lora_adapter`, {
+    schema: z.unknown(),
+    body: { lora_name: name, lora_path: dir },
+    timeoutMs: 120_000,
+  });
+  const target: Target = { url, model: name };
+  await streamedDecode(target, 8);
+  return target;
+}
+
 async function run(data: string, onEngine: (engine: Engine) => void): Promise<Row[]> {
   const config = loadStackConfig({
     BRIDLE_HOME: home,
@@ -91,31 +116,8 @@ async function run(data: string, onEngine: (engine: Engine) => void): Promise<Ro
 
   // Before vLLM starts: making the adapter loads the model once more, in float32.
   progress("making rank-8 LoRA adapters for the base model: every projection, and attention only");
-  const adapterDir = join(data, "adapter");
-  const attentionDir = join(data, "adapter-attention");
-  for (const [out, extra] of [
-    [adapterDir, []],
-    [attentionDir, ["--targets", ATTENTION_TARGETS]],
-  ] as const)
-    execFileSync(
-      python,
-      [
-        "-m",
-        "bridle_trainer.make_adapter",
-        "--model",
-        config.modelDir,
-        "--out",
-        out,
-        "--count",
-        "1",
-        ...extra,
-      ],
-      {
-        cwd: trainerDir,
-        env: { ...process.env, PYTHONPATH: trainerDir, HF_HUB_OFFLINE: "1" },
-        stdio: "ignore",
-      },
-    );
+  const adapterDir = makeAdapter(config.modelDir, join(data, "adapter"));
+  const attentionDir = makeAdapter(config.modelDir, join(data, "adapter-attention"), ATTENTION_TARGETS);
 
   progress(`starting vLLM on port ${config.ports.vllm} (log: ${join(data, "vllm.log")})`);
   const engine = await startEngine(config, data);
@@ -147,13 +149,7 @@ async function run(data: string, onEngine: (engine: Engine) => void): Promise<Ro
   );
 
   progress("loading the adapter through /v1/load_lora_adapter");
-  await callJson(`${config.vllmUrl}/v1/load_lora_adapter`, {
-    schema: z.unknown(),
-    body: { lora_name: ADAPTER, lora_path: adapterDir },
-    timeoutMs: 120_000,
-  });
-  const lora: Target = { url: config.vllmUrl, model: ADAPTER };
-  await streamedDecode(lora, 8); // vLLM reads the adapter's weights on its first use
+  const lora = await loadAdapter(config.vllmUrl, ADAPTER, adapterDir);
   progress("LoRA single-stream decode");
   const loraSingle = await singleStream(lora);
   progress(`  ${loraSingle.toFixed(1)} tok/s`);
@@ -161,13 +157,7 @@ async function run(data: string, onEngine: (engine: Engine) => void): Promise<Ro
   const lora8 = (await concurrentDecode(lora, 8, DECODE_TOKENS)).rate;
   progress(`  ${lora8.toFixed(1)} tok/s`);
 
-  await callJson(`${config.vllmUrl}/v1/load_lora_adapter`, {
-    schema: z.unknown(),
-    body: { lora_name: ATTENTION_ADAPTER, lora_path: attentionDir },
-    timeoutMs: 120_000,
-  });
-  const attention: Target = { url: config.vllmUrl, model: ATTENTION_ADAPTER };
-  await streamedDecode(attention, 8);
+  const attention = await loadAdapter(config.vllmUrl, ATTENTION_ADAPTER, attentionDir);
   progress(`LoRA on attention only (${ATTENTION_TARGETS}) single-stream decode`);
   const attentionSingle = await singleStream(attention);
   progress(`  ${attentionSingle.toFixed(1)} tok/s`);

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { STACK_MARK } from "@bridle/service-kit";
 import { describe, expect, it } from "vitest";
+import { eventually } from "../test-support.ts";
 import { loadStackConfig } from "./config.ts";
 import { down } from "./index.ts";
 import {
@@ -12,37 +13,19 @@ import {
   isAlive,
   reapGroup,
   recordSession,
+  sessionOf,
   sessionsFile,
   stackProcesses,
 } from "./processes.ts";
-
-/** Polls until `find` returns something (a loaded machine may take a while to exec a child). */
-async function eventually<T>(find: () => T | undefined, what: string, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const found = find();
-    if (found !== undefined) return found;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 const sleeping = (pid: number | undefined) => (p: { pid: number; command: string }) =>
   p.pid === pid && p.command === "sleep 300";
 
 /** A process of this session that runs `sleep 300`, found without the stack's mark or records. */
 function sleepInSession(session: number): number | undefined {
-  for (const entry of readdirSync("/proc")) {
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      if (Number(fields[3]) === session && commandLine(Number(entry)).trim() === "sleep 300")
-        return Number(entry);
-    } catch {
-      // gone, or not a process
-    }
-  }
-  return undefined;
+  return readdirSync("/proc")
+    .map(Number)
+    .find((pid) => sessionOf(pid)?.session === session && commandLine(pid).trim() === "sleep 300");
 }
 
 describe("a dead component's process group", () => {

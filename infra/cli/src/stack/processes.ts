@@ -72,7 +72,7 @@ export async function stopProcess(pid: number, graceMs = 10_000): Promise<void> 
 }
 
 /** A process's session id and start time (clock ticks after boot), from /proc/<pid>/stat. */
-function sessionOf(pid: number): { session: number; start: number } | undefined {
+export function sessionOf(pid: number): { session: number; start: number } | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     // Fields after the command name (which may hold spaces): state is field 3, session field 6,

@@ -3,21 +3,14 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { eventually } from "../test-support.ts";
 import { groupAlive } from "./processes.ts";
-
-const until = async (ok: () => boolean, what: string, ms = 15_000) => {
-  const deadline = Date.now() + ms;
-  while (!ok()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-};
 
 describe("a component started on its own", () => {
   it("dies with the process that started it, even one SIGKILLed while the component still starts", async () => {
     const logs = mkdtempSync(join(tmpdir(), "bridle-start-one-"));
     // The owner: a separate node process that starts a component which never turns healthy (a
-    // child of its own included, as vLLM's engine is), prints the component's group, then waits.
+    // child of its own included, as vLLM's engine is) and waits for it.
     const script = `
       import { startComponent } from ${JSON.stringify(join(import.meta.dirname, "start-one.ts"))};
       startComponent({ name: "slow", command: "bash", args: ["-c", "sleep 300 & sleep 300; wait"], env: {},
@@ -27,14 +20,13 @@ describe("a component started on its own", () => {
       stdio: ["ignore", "pipe", "inherit"],
     });
     try {
-      let group = 0;
-      await until(() => {
+      const group = await eventually(() => {
         const found = spawnSync("pgrep", ["-P", String(owner.pid), "-x", "bash"], { encoding: "utf8" });
-        group = Number.parseInt(found.stdout, 10) || 0;
-        return group > 0 && groupAlive(group);
+        const pid = Number.parseInt(found.stdout, 10);
+        return pid > 0 && groupAlive(pid) ? pid : undefined;
       }, "the component to start");
       owner.kill("SIGKILL");
-      await until(() => !groupAlive(group), "the component's group to be killed");
+      await eventually(() => (groupAlive(group) ? undefined : true), "the component's group to be killed");
       expect(groupAlive(group)).toBe(false);
     } finally {
       owner.kill("SIGKILL");

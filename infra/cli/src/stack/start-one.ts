@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { join } from "node:path";
 import type { Component } from "./components.ts";
+import { signalGroup } from "./processes.ts";
 
 /**
  * One stack component started on its own from the launcher's definition, as `bridle up` would start
@@ -40,13 +41,6 @@ export async function startComponent(
   });
   closeSync(fd);
   if (child.pid !== undefined) watchOwner(child.pid);
-  const killGroup = () => {
-    try {
-      if (child.pid !== undefined && child.exitCode === null) process.kill(-child.pid, "SIGKILL");
-    } catch {
-      // already gone
-    }
-  };
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (child.exitCode !== null)
@@ -57,7 +51,7 @@ export async function startComponent(
     );
     if (ok) break;
     if (Date.now() > deadline) {
-      killGroup();
+      if (child.pid !== undefined) signalGroup(child.pid, "SIGKILL");
       throw new Error(`${component.name} not healthy in time; see ${log}`);
     }
     await new Promise((r) => setTimeout(r, 500));

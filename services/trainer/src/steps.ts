@@ -68,12 +68,17 @@ export class StepDesk {
     return TrainStepResult.parse({ ...JSON.parse(text), replayed: true });
   }
 
+  /**
+   * A step reads as done only once its job has let go of the trainer: the worker commits the step's
+   * files before it reports back, and a caller that saw "done" in that gap would find its next step
+   * refused as `trainer_busy`.
+   */
   view(run: string, step: number): TrainStepView | undefined {
-    const result = this.committed(run, step);
-    if (result) return { state: "done", run, step, result };
     if (this.job?.run === run && this.job.step === step) {
       return { state: "running", run, step, progress: this.job.progress };
     }
+    const result = this.committed(run, step);
+    if (result) return { state: "done", run, step, result };
     const error = this.failures.get(`${run}/${step}`);
     return error ? { state: "failed", run, step, error } : undefined;
   }

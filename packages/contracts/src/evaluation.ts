@@ -26,6 +26,10 @@ export const EvalOutcome = z.object({
     .describe("Rules of the calls the guard blocked (a blocked attempt never counts as solved)"),
   servedBy: ServedBy,
   failure: z.string().optional(),
+  rewardDetails: z
+    .record(z.string(), z.number())
+    .optional()
+    .describe("Every number of the task's reward.json, when it wrote one"),
   impossible: z
     .boolean()
     .default(false)
@@ -97,5 +101,9 @@ export const EvalReport = z.object({
     EvalOutcome.pick({ rolloutId: true, taskId: true, arm: true, attempt: true, failure: true }),
   ),
   servedBy: z.array(EvalOutcome.pick({ rolloutId: true, taskId: true, arm: true, servedBy: true })),
+  rewardKeys: z
+    .record(z.string(), z.object({ candidate: z.number().nullable(), baseline: z.number().nullable() }))
+    .default({})
+    .describe("Mean of each reward.json key per arm, over the valid attempts that wrote it"),
 });
 export type EvalReport = z.infer<typeof EvalReport>;

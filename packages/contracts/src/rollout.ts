@@ -64,6 +64,10 @@ export const RolloutResult = z.object({
   correctness: z.number().min(0).max(1).nullable(),
   /** The reward (bonus in training only); null means exclude from the batch. */
   reward: z.number().nullable(),
+  rewardDetails: z
+    .record(z.string(), z.number())
+    .optional()
+    .describe("Every number of the task's reward.json, when it wrote one (Harbor's several-key rewards)"),
   toolCalls: z.object({
     guard: z
       .number()

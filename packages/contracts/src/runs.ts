@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { EvalReport } from "./evaluation.ts";
 import { WorkflowStatus } from "./probe.ts";
-import { Calibration } from "./tasks.ts";
+import { Calibration, TaskCategory } from "./tasks.ts";
 import { RunId, Seed, TrainConfig } from "./training.ts";
 
 /** How each rollout of a training run or an evaluation runs: the same fields, the same defaults. */
@@ -34,10 +34,7 @@ export const TrainingRunConfig = z
       .describe(
         "Sampling temperature of every training rollout's calls (top_p 1, no top-k: logprobs stay exact)",
       ),
-    categories: z
-      .array(z.enum(["build", "repair", "extend", "qa"]))
-      .min(1)
-      .optional(),
+    categories: z.array(TaskCategory).min(1).optional(),
     tasks: z
       .array(z.string().min(1))
       .min(1)

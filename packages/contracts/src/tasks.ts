@@ -2,9 +2,29 @@ import { z } from "zod";
 import { TaskPlugins } from "./guard.ts";
 import { Seed } from "./training.ts";
 
-/** The task families of the bundled suite and of imported Harbor tasks. */
-export const TaskCategory = z.enum(["build", "repair", "extend", "qa"]);
+/** Bridle's own task families: the bundled suite's four, which reports and held-out strata know. */
+export const KNOWN_CATEGORIES = ["build", "repair", "extend", "qa"] as const;
+
+/**
+ * A task's category: one of Bridle's four families, or the category an imported task names itself
+ * (Harbor's `metadata.category` is free-form, e.g. `software-engineering`), normalised to a
+ * lowercase name; `uncategorized` when the task names none. Samplers and reports group by it.
+ */
+export const TaskCategory = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9-]{0,63}$/, "a lowercase name such as build or software-engineering");
 export type TaskCategory = z.infer<typeof TaskCategory>;
+
+/** Harbor's free-form category as Bridle names it: lowercase, runs of other characters as `-`. */
+export function categoryName(raw: string | undefined | null): TaskCategory {
+  const name = (raw ?? "")
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-+|-+$/g, "")
+    .slice(0, 64)
+    .replace(/-+$/, "");
+  return name === "" ? "uncategorized" : name;
+}
 
 /** Training tasks may be sampled for rollouts; held-out tasks are for evaluation only. */
 export const TaskSplit = z.enum(["train", "held-out"]);
@@ -156,6 +176,11 @@ export const VerifierBundle = z.object({
   category: TaskCategory,
   verifierTimeoutSec: z.number().positive(),
   verifierEnv: z.record(z.string(), z.string()),
+  rewardKey: z
+    .string()
+    .nullable()
+    .default(null)
+    .describe("The key of a several-key reward.json that is the reward (task.toml verifier.reward_key)"),
   tests: z.array(TaskFile),
 });
 export type VerifierBundle = z.infer<typeof VerifierBundle>;
@@ -176,6 +201,8 @@ export const TaskVerdict = z.object({
   ok: z.boolean(),
   /** `ok`, or every problem found, each naming its file and field or control. */
   problems: z.array(z.string()),
+  /** What the task's reader should know that is no reason to refuse it (unknown keys, a free category). */
+  notes: z.array(z.string()).default([]),
   imported: z.boolean(),
   controls: ControlResults.nullable(),
   labels: EvaluationLabels.nullable(),

@@ -49,6 +49,7 @@ export function renderMarkdown(report: EvalReport): string {
         `| ${c.category} | ${c.tasks} | ${pct(c.candidate.successRate.estimate)} | ${pct(c.baseline.successRate.estimate)} | ${diff(c)} | ${num(c.bothSolved.candidateToolCalls)} / ${num(c.bothSolved.baselineToolCalls)} |`,
     ),
     "",
+    ...rewardKeyLines(report),
     `## Environment failures (${report.environmentFailures.length}, excluded from the figures)`,
     "",
     ...(report.environmentFailures.length === 0
@@ -71,4 +72,18 @@ export function renderMarkdown(report: EvalReport): string {
     "",
   ];
   return lines.join("\n");
+}
+
+/** The reward.json keys' means, when the tasks wrote several-key rewards. */
+function rewardKeyLines(report: EvalReport): string[] {
+  const keys = Object.entries(report.rewardKeys ?? {});
+  if (keys.length === 0) return [];
+  return [
+    "## Reward keys (reward.json, mean over valid attempts)",
+    "",
+    "| key | candidate | baseline |",
+    "| --- | --- | --- |",
+    ...keys.map(([key, m]) => `| ${key} | ${num(m.candidate)} | ${num(m.baseline)} |`),
+    "",
+  ];
 }

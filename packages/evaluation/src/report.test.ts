@@ -178,6 +178,26 @@ describe("the paired evaluation report", () => {
     expect(md).toContain("t4 (candidate, attempt 0");
   });
 
+  it("gives each reward.json key's mean per arm, over valid attempts only, in the JSON and the Markdown", () => {
+    const graded = (arm: "candidate" | "baseline", correct: boolean | null, style: number) => ({
+      ...outcome("t5", "software-engineering", arm, correct),
+      rewardDetails: { correctness: correct ? 1 : 0, style },
+    });
+    const withKeys = reportOf([
+      graded("candidate", true, 0.5),
+      graded("candidate", false, 0.25),
+      graded("baseline", false, 0),
+      graded("baseline", null, 1), // an environment failure: left out
+    ]);
+    expect(withKeys.rewardKeys).toEqual({
+      correctness: { candidate: 0.5, baseline: 0 },
+      style: { candidate: 0.375, baseline: 0 },
+    });
+    expect(renderMarkdown(withKeys)).toContain("| style | 0.38 | 0.00 |");
+    expect(report.rewardKeys).toEqual({});
+    expect(renderMarkdown(report)).not.toContain("Reward keys");
+  });
+
   it("reports nulls, not NaN, when every rollout failed, and still validates against the contract", () => {
     const failed = buildReport({
       candidate: "a",

@@ -1,4 +1,4 @@
-import type { Comparison, EvalOutcome, EvalReport } from "@bridle/contracts";
+import type { Arm, Comparison, EvalOutcome, EvalReport } from "@bridle/contracts";
 import { mean, meanInterval, wilson } from "./stats.ts";
 
 export interface ReportInput {
@@ -148,5 +148,26 @@ export function buildReport(input: ReportInput): EvalReport {
       arm,
       servedBy,
     })),
+    rewardKeys: rewardKeys(input.outcomes),
   };
+}
+
+/** Each reward.json key's mean per arm, over the valid attempts whose task wrote it. */
+function rewardKeys(outcomes: readonly EvalOutcome[]): EvalReport["rewardKeys"] {
+  const sums = new Map<string, Record<Arm, { sum: number; n: number }>>();
+  for (const o of outcomes) {
+    if (o.correct === null || !o.rewardDetails) continue;
+    for (const [key, value] of Object.entries(o.rewardDetails)) {
+      const entry = sums.get(key) ?? { candidate: { sum: 0, n: 0 }, baseline: { sum: 0, n: 0 } };
+      entry[o.arm].sum += value;
+      entry[o.arm].n += 1;
+      sums.set(key, entry);
+    }
+  }
+  const mean = (s: { sum: number; n: number }) => (s.n === 0 ? null : s.sum / s.n);
+  return Object.fromEntries(
+    [...sums]
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([key, arms]) => [key, { candidate: mean(arms.candidate), baseline: mean(arms.baseline) }]),
+  );
 }

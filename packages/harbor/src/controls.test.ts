@@ -26,7 +26,7 @@ beforeAll(async () => {
     writeFile(join(d, "task.toml"), 'version = "1.0"\n[metadata\ncategory = "repair"\n'),
   );
   await broken("bad-toml-field", (d) =>
-    writeFile(join(d, "task.toml"), '[metadata]\ncategory = "misc"\n[verifier]\ntimeout_sec = "soon"\n'),
+    writeFile(join(d, "task.toml"), '[metadata]\ncategory = 3\n[verifier]\ntimeout_sec = "soon"\n'),
   );
   await broken("no-tests", (d) => rm(join(d, "tests"), { recursive: true }));
   await broken("missing-tool", (d) =>
@@ -108,6 +108,8 @@ describe("controls catch bad tasks", () => {
   });
 
   it("a folder import reports malformed tasks and carries on with the rest", async () => {
+    // Another dataset's task of the same name, deeper down: refused by name, never a silent overwrite.
+    await cp(join(dir, "free-reward"), join(dir, "other-dataset", "free-reward"), { recursive: true });
     const verdicts = await validateFolder(dir, { parallel: 2, controls: false });
     expect(verdicts.map((v) => [v.id, v.ok])).toEqual([
       ["bad-toml-field", false],
@@ -116,9 +118,13 @@ describe("controls catch bad tasks", () => {
       ["json-reward", true],
       ["missing-tool", false],
       ["no-tests", false],
+      ["free-reward", false],
       ["silent-tests", true],
       ["slow-tests", true],
       ["wrong-solution", true],
+    ]);
+    expect(verdicts.find((v) => v.dir.includes("other-dataset"))?.problems).toEqual([
+      `free-reward: the task id is already taken by ${join(dir, "free-reward")} (ids are folder names)`,
     ]);
   });
 });

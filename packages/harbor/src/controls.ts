@@ -38,6 +38,7 @@ const testOptions = (task: HarborTask) => ({
   tests: task.tests,
   timeoutSec: task.toml.verifier.timeout_sec,
   env: task.toml.verifier.env,
+  rewardKey: task.toml.verifier.reward_key,
   memoryMb: task.toml.environment.memory_mb,
   cpus: task.toml.environment.cpus,
 });

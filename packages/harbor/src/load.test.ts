@@ -32,7 +32,7 @@ describe("loadTask", () => {
     expect(again.ok && again.task.hash).not.toBe(loaded.task.hash);
   });
 
-  it("names each problem: bad id, links, internet, empty instruction", async () => {
+  it("names each problem: bad id, links, empty instruction", async () => {
     const task = await copy("Bad_Name");
     await symlink("/etc/passwd", join(task, "environment/passwd"));
     const linked = await loadTask(task);
@@ -52,10 +52,75 @@ describe("loadTask", () => {
     const result = await loadTask(online);
     expect(result.ok).toBe(false);
     if (!result.ok) {
-      expect(result.problems).toEqual([
-        "instruction.md: empty",
-        "task.toml: environment.allow_internet: internet access is not available in the bubblewrap sandbox",
-      ]);
+      expect(result.problems).toEqual(["instruction.md: empty"]);
+    }
+  });
+
+  it("reads Harbor's task.toml as Harbor writes it: free metadata, sizes, newer keys kept and reported", async () => {
+    const task = await copy("harbor-1-3");
+    await writeFile(
+      join(task, "task.toml"),
+      [
+        'schema_version = "1.3"',
+        'artifacts = ["/app/out.log"]',
+        "[task]",
+        'name = "org/harbor-1-3"',
+        "[[task.authors]]",
+        'name = "Ada"',
+        "[metadata]",
+        'category = "Software Engineering"',
+        'difficulty = "medium"',
+        'tags = ["python"]',
+        "expert_time_estimate_min = 10",
+        "[verifier]",
+        "timeout_sec = 120.0",
+        "[agent]",
+        "timeout_sec = 300.0",
+        "[environment]",
+        "build_timeout_sec = 600.0",
+        'docker_image = "python:3.11-slim"',
+        'memory = "2G"',
+        'storage = "10G"',
+        "cpus = 1",
+        "allow_internet = true",
+        'network_mode = "bridge"',
+        'os = "linux"',
+        "gpu_count = 0",
+      ].join("\n"),
+    );
+    const loaded = await loadTask(task);
+    if (!loaded.ok) throw new Error(loaded.problems.join("; "));
+    expect(loaded.task.category).toBe("software-engineering");
+    expect(loaded.task.toml.environment.memory_mb).toBe(2048);
+    expect(loaded.task.toml.verifier.timeout_sec).toBe(120);
+    expect(loaded.task.notes).toEqual([
+      "task.toml: metadata.expert_time_estimate_min: not read by Bridle (kept)",
+      "task.toml: environment.gpu_count: not read by Bridle (kept)",
+      'task.toml: metadata.category: "Software Engineering" is not one of build, repair, extend, qa (kept as software-engineering)',
+      "task.toml: environment.allow_internet: the sandbox has no network here; the task runs offline",
+    ]);
+  });
+
+  it("takes a task.toml with no [metadata] at all, and refuses what cannot run here by name", async () => {
+    const bare = await copy("bare-toml");
+    await writeFile(join(bare, "task.toml"), 'version = "1.0"\n');
+    const loaded = await loadTask(bare);
+    expect(loaded.ok && [loaded.task.category, loaded.task.notes]).toEqual([
+      "uncategorized",
+      ["task.toml: metadata.category: absent (grouped as uncategorized)"],
+    ]);
+    const refusals = {
+      '[environment]\nos = "windows"\n': "task.toml: environment.os: only Linux task environments run here",
+      '[environment]\nmemory = "lots"\n':
+        "task.toml: environment.memory: a size such as 2G, 512M or a number of megabytes",
+      '[environment]\nmemory = "128G"\n': "task.toml: environment.memory: 131072 MB is outside 16..65536 MB",
+      '[[steps]]\ninstruction = "a"\n[[steps]]\ninstruction = "b"\n':
+        "task.toml: steps: multi-step tasks ([[steps]]) are not run by Bridle yet",
+    };
+    for (const [toml, problem] of Object.entries(refusals)) {
+      await writeFile(join(bare, "task.toml"), toml);
+      const refused = await loadTask(bare);
+      expect(refused.ok || refused.problems).toEqual([problem]);
     }
   });
 
@@ -75,13 +140,21 @@ describe("loadTask", () => {
     ]);
   });
 
-  it("finds a single task folder or the task folders inside a folder", async () => {
+  it("finds a single task folder or the task folders at any depth below a folder", async () => {
     expect(await findTaskDirs(join(suite, "repair-median"))).toEqual([join(suite, "repair-median")]);
     const parent = join(dir, "parent");
-    await mkdir(join(parent, ".hidden"), { recursive: true });
-    await mkdir(join(parent, "b"));
-    await mkdir(join(parent, "a"));
-    expect(await findTaskDirs(parent)).toEqual([join(parent, "a"), join(parent, "b")]);
+    for (const task of [".hidden/t", "b", "a", "org/dataset/c", "empty/nothing"])
+      await mkdir(join(parent, task), { recursive: true });
+    for (const task of [".hidden/t", "b", "a", "org/dataset/c"])
+      await writeFile(join(parent, task, "instruction.md"), "do it\n");
+    // Files inside a task are not searched: its tests/ holds no task.
+    await mkdir(join(parent, "a", "tests", "nested"), { recursive: true });
+    await writeFile(join(parent, "a", "tests", "nested", "task.toml"), "");
+    expect(await findTaskDirs(parent)).toEqual([
+      join(parent, "a"),
+      join(parent, "b"),
+      join(parent, "org/dataset/c"),
+    ]);
     await expect(findTaskDirs(join(dir, "missing"))).rejects.toThrow(/missing: not a folder/);
   });
 });

@@ -1,7 +1,13 @@
 import { existsSync, statSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
-import { type EvaluationLabels, type TaskCategory, TaskId, type TaskSplit } from "@bridle/contracts";
+import {
+  categoryName,
+  type EvaluationLabels,
+  type TaskCategory,
+  TaskId,
+  type TaskSplit,
+} from "@bridle/contracts";
 import { missingTools } from "@bridle/sandbox";
 import { hashTree, readTree, type TreeFile } from "./files.ts";
 import { labelsOf, parseTaskToml, type TaskToml } from "./task-toml.ts";
@@ -15,6 +21,8 @@ export interface HarborTask {
   splitOverride: TaskSplit | undefined;
   instruction: string;
   toml: TaskToml;
+  /** What a reader should know that is no reason to refuse the task (unknown keys, a free category). */
+  notes: string[];
   labels: EvaluationLabels | null;
   files: TreeFile[];
   /** Files under environment/, relative to it: the workspace's starting content. */
@@ -59,11 +67,12 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
   else if (instruction.trim() === "") problems.push("instruction.md: empty");
 
   let toml: TaskToml | undefined;
+  let notes: string[] = [];
   const tomlFile = file("task.toml");
   if (!tomlFile) problems.push("task.toml: missing");
   else {
     const parsed = parseTaskToml(tomlFile.content.toString("utf8"));
-    if (parsed.ok) toml = parsed.toml;
+    if (parsed.ok) ({ toml, notes } = parsed);
     else problems.push(...parsed.problems);
   }
   if (!file("tests/test.sh")) problems.push("tests/test.sh: missing (the verifier runs it)");
@@ -81,10 +90,11 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
       id,
       dir,
       hash: hashTree(files),
-      category: toml.metadata.category,
+      category: categoryName(toml.metadata.category),
       splitOverride: toml.metadata.split,
       instruction,
       toml,
+      notes,
       labels: labelsOf(toml),
       files,
       environment: under(files, "environment").filter((f) => !BUILD_FILES.has(f.path)),
@@ -97,16 +107,32 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
 const looksLikeTask = (dir: string) =>
   ["task.toml", "instruction.md", "tests"].some((name) => existsSync(join(dir, name)));
 
-/** The task folders at `path`: the folder itself if it is a task, else its non-hidden subfolders. */
+/** How deep below the named folder task folders are looked for (a dataset's `tasks/<org>/<task>`). */
+const MAX_DEPTH = 6;
+
+/**
+ * The task folders at `path`: the folder itself if it is a task, else every task folder below it,
+ * at any depth up to six (a dataset nests them), sorted. A task folder is not searched further;
+ * hidden folders and `node_modules` are skipped.
+ */
 export async function findTaskDirs(path: string): Promise<string[]> {
   const dir = resolve(path);
   if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new Error(`${path}: not a folder`);
-  if (looksLikeTask(dir)) return [dir];
-  const entries = await readdir(dir, { withFileTypes: true });
-  return entries
-    .filter((e) => e.isDirectory() && !e.name.startsWith("."))
-    .map((e) => join(dir, e.name))
-    .sort();
+  const found: string[] = [];
+  const walk = async (folder: string, depth: number): Promise<void> => {
+    if (looksLikeTask(folder)) {
+      found.push(folder);
+      return;
+    }
+    if (depth >= MAX_DEPTH) return;
+    const entries = await readdir(folder, { withFileTypes: true });
+    for (const e of entries) {
+      if (e.isDirectory() && !e.name.startsWith(".") && e.name !== "node_modules")
+        await walk(join(folder, e.name), depth + 1);
+    }
+  };
+  await walk(dir, 0);
+  return found.sort();
 }
 
 /** Reads a file of a loaded task's folder as text (for tools that need the raw `task.toml`). */

@@ -27,8 +27,9 @@ describe("the bundled task suite", () => {
     for (const entry of await readdir(suite, { withFileTypes: true })) {
       if (!entry.isDirectory()) continue;
       const loaded = await loadTask(resolve(suite, entry.name));
-      if (loaded.ok) counts[loaded.task.category]++;
+      if (loaded.ok) counts[loaded.task.category] = (counts[loaded.task.category] ?? 0) + 1;
     }
+    expect(Object.keys(counts).sort()).toEqual(["build", "extend", "qa", "repair"]);
     expect(counts.build).toBeGreaterThanOrEqual(8);
     expect(counts.repair).toBeGreaterThanOrEqual(8);
     expect(counts.extend).toBeGreaterThanOrEqual(4);

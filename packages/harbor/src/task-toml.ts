@@ -1,8 +1,9 @@
 import {
+  categoryName,
   EvaluationLabels,
   EvaluationStage,
   EvaluationStatus,
-  TaskCategory,
+  KNOWN_CATEGORIES,
   TaskPlugins,
   TaskSplit,
 } from "@bridle/contracts";
@@ -22,51 +23,89 @@ const Evaluation = z.looseObject({
   evidence: z.unknown().optional(),
 });
 
+/** `2G`, `512M`, `1.5Gi`, `4096` (megabytes): Harbor's `memory` and `storage` sizes, in MB. */
+export function sizeInMb(size: string | number): number | undefined {
+  if (typeof size === "number") return Number.isFinite(size) && size > 0 ? Math.round(size) : undefined;
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b?)\s*$/i.exec(size);
+  if (!m) return undefined;
+  const scale = { "": 1, k: 1 / 1024, m: 1, g: 1024, t: 1024 * 1024 }[m[2]!.toLowerCase()] ?? 1;
+  const mb = Math.round(Number(m[1]) * scale);
+  return mb > 0 ? mb : undefined;
+}
+
+const Size = z.union([z.number().positive(), z.string()]).refine((v) => sizeInMb(v) !== undefined, {
+  message: "a size such as 2G, 512M or a number of megabytes",
+});
+
+const Metadata = z
+  .looseObject({
+    // Free-form in Harbor: one of Bridle's four families is used as such, any other is kept.
+    category: z.string().optional(),
+    difficulty: z.string().optional(),
+    tags: z.array(z.string()).optional(),
+    split: TaskSplit.optional(),
+    tier: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9-]{0,63}$/, "a tier is a lowercase name such as one-step")
+      .optional(),
+    // A hack check: its tests contradict its instruction, so no honest solution passes them and an
+    // evaluation counts any pass as a hack (tampering with the tests or special-casing them).
+    impossible: z.boolean().default(false),
+    repo2env: z.looseObject({ evaluation: Evaluation.optional() }).optional(),
+  })
+  // Training on a hack check would reward the hack: it is held out, by its own word.
+  .refine((m) => !m.impossible || m.split === "held-out", {
+    message: 'a hack check (impossible = true) must be held out: set split = "held-out"',
+    path: ["impossible"],
+  });
+
 /**
- * `task.toml` as Bridle reads it: Harbor's fields plus `metadata.category` (required here),
- * `metadata.split` (optional override), `metadata.tier` (optional: a named group of tasks, such as
- * the bundled suite's one-step tier, that an experiment can train and judge on), `metadata.impossible`
- * (a hack check whose tests no honest solution passes) and `environment.requires` (host tools the task needs,
- * since this backend does not build `environment/Dockerfile`). Unknown keys are kept.
+ * `task.toml` as Harbor defines it (schema 1.0 to 1.3), plus Bridle's own keys: `metadata.split`
+ * (optional override), `metadata.tier` (a named group of tasks, such as the bundled suite's one-step
+ * tier, that an experiment can train and judge on), `metadata.impossible` (a hack check whose tests
+ * no honest solution passes), `environment.requires` (host tools the task needs in the bubblewrap
+ * sandbox) and `[guard]`. `[metadata]` is optional and free-form. Unknown keys are kept and reported
+ * (see `unknownKeys`), never a reason to refuse.
  */
 export const TaskToml = z.looseObject({
   version: z.string().default("1.0"),
-  metadata: z
-    .looseObject({
-      category: TaskCategory,
-      split: TaskSplit.optional(),
-      tier: z
-        .string()
-        .regex(/^[a-z0-9][a-z0-9-]{0,63}$/, "a tier is a lowercase name such as one-step")
-        .optional(),
-      // A hack check: its tests contradict its instruction, so no honest solution passes them and an
-      // evaluation counts any pass as a hack (tampering with the tests or special-casing them).
-      impossible: z.boolean().default(false),
-      repo2env: z.looseObject({ evaluation: Evaluation.optional() }).optional(),
-    })
-    // Training on a hack check would reward the hack: it is held out, by its own word.
-    .refine((m) => !m.impossible || m.split === "held-out", {
-      message: 'a hack check (impossible = true) must be held out: set split = "held-out"',
-      path: ["impossible"],
-    }),
+  schema_version: z.string().optional(),
+  metadata: Metadata.default({ impossible: false }),
   verifier: z
     .looseObject({
       timeout_sec: seconds.default(600),
       env: z.record(z.string(), z.string()).default({}),
+      // Bridle's: which key of a several-key reward.json is the training reward (else `reward`, else the mean).
+      reward_key: z.string().min(1).optional(),
     })
     .default({ timeout_sec: 600, env: {} }),
-  agent: z.looseObject({ timeout_sec: seconds.default(600) }).default({ timeout_sec: 600 }),
+  agent: z
+    .looseObject({ timeout_sec: seconds.default(600), env: z.record(z.string(), z.string()).optional() })
+    .default({ timeout_sec: 600 }),
   environment: z
     .looseObject({
       requires: z.array(z.string().regex(/^[A-Za-z0-9._+-]+$/, "a command name, not a path")).default([]),
+      build_timeout_sec: seconds.optional(),
+      docker_image: z.string().optional(),
       memory_mb: z.number().int().min(16).max(65_536).optional(),
+      memory: Size.optional(),
+      storage_mb: z.number().int().positive().optional(),
+      storage: Size.optional(),
       cpus: z.number().positive().optional(),
-      allow_internet: z
-        .boolean()
-        .default(false)
-        .refine((allowed) => !allowed, "internet access is not available in the bubblewrap sandbox"),
+      gpus: z.number().int().min(0).optional(),
+      allow_internet: z.boolean().default(false),
+      network_mode: z.string().optional(),
+      os: z
+        .string()
+        .refine((os) => os.toLowerCase() === "linux", "only Linux task environments run here")
+        .optional(),
     })
     .default({ requires: [], allow_internet: false }),
+  artifacts: z.array(z.union([z.string(), z.looseObject({})])).optional(),
+  steps: z
+    .array(z.looseObject({}))
+    .optional()
+    .refine((steps) => steps === undefined, "multi-step tasks ([[steps]]) are not run by Bridle yet"),
   /**
    * The task's own guard rules: hosts it may reach, where its answers live, files it forbids
    * changing, and extra rules (`task-plugin:<id>`). Passed to the guard session of every rollout.
@@ -82,13 +121,101 @@ export const TaskToml = z.looseObject({
 });
 export type TaskToml = z.infer<typeof TaskToml>;
 
+/** Keys Bridle reads, per table; any other is kept in the record and reported by `unknownKeys`. */
+const KNOWN_KEYS: Record<string, string[]> = {
+  "": [
+    "version",
+    "schema_version",
+    "metadata",
+    "verifier",
+    "agent",
+    "environment",
+    "artifacts",
+    "steps",
+    "guard",
+    "task",
+    "source",
+  ],
+  metadata: [
+    "category",
+    "difficulty",
+    "tags",
+    "split",
+    "tier",
+    "impossible",
+    "repo2env",
+    "author_name",
+    "author_email",
+    "authors",
+    "name",
+    "description",
+    "source",
+    "category_detail",
+  ],
+  verifier: ["timeout_sec", "env", "reward_key"],
+  agent: ["timeout_sec", "env"],
+  environment: [
+    "requires",
+    "build_timeout_sec",
+    "docker_image",
+    "memory_mb",
+    "memory",
+    "storage_mb",
+    "storage",
+    "cpus",
+    "gpus",
+    "gpu_types",
+    "allow_internet",
+    "network_mode",
+    "os",
+  ],
+};
+
+/** The keys of a parsed task.toml that Bridle does not read, as `table.key`. */
+export function unknownKeys(raw: Record<string, unknown>): string[] {
+  const found: string[] = [];
+  for (const [table, known] of Object.entries(KNOWN_KEYS)) {
+    const value = table === "" ? raw : raw[table];
+    if (typeof value !== "object" || value === null || Array.isArray(value)) continue;
+    for (const key of Object.keys(value)) {
+      if (!known.includes(key)) found.push(table === "" ? key : `${table}.${key}`);
+    }
+  }
+  return found;
+}
+
+/** Schema versions of Harbor's task.toml that this reader knows. */
+const KNOWN_SCHEMAS = ["1.0", "1.1", "1.2", "1.3"];
+
+/**
+ * What a reader of the task should know that is not a reason to refuse it: unknown keys, a free-form
+ * category, a request Bridle's sandbox answers differently (internet), a newer schema.
+ */
+export function notesOn(raw: Record<string, unknown>, toml: TaskToml): string[] {
+  const notes = unknownKeys(raw).map((key) => `task.toml: ${key}: not read by Bridle (kept)`);
+  const schema = toml.schema_version ?? toml.version;
+  if (!KNOWN_SCHEMAS.includes(schema))
+    notes.push(`task.toml: schema ${schema}: newer than the 1.0-1.3 this reader knows; read as 1.3`);
+  const category = toml.metadata.category;
+  if (category === undefined) notes.push("task.toml: metadata.category: absent (grouped as uncategorized)");
+  else if (!(KNOWN_CATEGORIES as readonly string[]).includes(categoryName(category)))
+    notes.push(
+      `task.toml: metadata.category: ${JSON.stringify(category)} is not one of ${KNOWN_CATEGORIES.join(", ")} (kept as ${categoryName(category)})`,
+    );
+  if (toml.environment.allow_internet)
+    notes.push(
+      "task.toml: environment.allow_internet: the sandbox has no network here; the task runs offline",
+    );
+  return notes;
+}
+
 /** Parses `task.toml`; every problem names the file, and the line or the field. */
 export function parseTaskToml(
   text: string,
-): { ok: true; toml: TaskToml } | { ok: false; problems: string[] } {
-  let raw: unknown;
+): { ok: true; toml: TaskToml; notes: string[] } | { ok: false; problems: string[] } {
+  let raw: Record<string, unknown>;
   try {
-    raw = parse(text);
+    raw = parse(text) as Record<string, unknown>;
   } catch (err) {
     if (err instanceof TomlError) {
       const first = err.message.split("\n")[0];
@@ -97,13 +224,22 @@ export function parseTaskToml(
     return { ok: false, problems: [`task.toml: ${String(err)}`] };
   }
   const result = TaskToml.safeParse(raw);
-  if (result.success) return { ok: true, toml: result.data };
-  return {
-    ok: false,
-    problems: result.error.issues.map(
-      (issue) => `task.toml: ${issue.path.join(".") || "(root)"}: ${issue.message}`,
-    ),
-  };
+  if (!result.success)
+    return {
+      ok: false,
+      problems: result.error.issues.map(
+        (issue) => `task.toml: ${issue.path.join(".") || "(root)"}: ${issue.message}`,
+      ),
+    };
+  const toml = result.data;
+  // One memory limit for the sandbox: memory_mb, else Harbor's `memory` size.
+  if (toml.environment.memory_mb === undefined && toml.environment.memory !== undefined) {
+    const mb = sizeInMb(toml.environment.memory);
+    if (mb !== undefined && (mb < 16 || mb > 65_536))
+      return { ok: false, problems: [`task.toml: environment.memory: ${mb} MB is outside 16..65536 MB`] };
+    toml.environment.memory_mb = mb;
+  }
+  return { ok: true, toml, notes: notesOn(raw, toml) };
 }
 
 /** The evaluation labels recorded in `task.toml`, in the contracts' shape. */

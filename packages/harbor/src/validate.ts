@@ -1,3 +1,4 @@
+import { basename } from "node:path";
 import type { ControlResults, TaskVerdict } from "@bridle/contracts";
 import { runControls } from "./controls.ts";
 import { labelsFromControls } from "./labels.ts";
@@ -44,6 +45,7 @@ export async function validateTask(
         dir,
         ok: false,
         problems: loaded.problems,
+        notes: [],
         imported: false,
         controls: null,
         labels: null,
@@ -64,6 +66,7 @@ export async function validateTask(
           dir,
           ok: false,
           problems: [message],
+          notes: task.notes,
           imported: false,
           controls: null,
           labels: task.labels,
@@ -79,6 +82,7 @@ export async function validateTask(
       dir,
       ok: problems.length === 0,
       problems,
+      notes: task.notes,
       imported: false,
       controls,
       labels: controls ? labelsFromControls(controls) : task.labels,
@@ -87,10 +91,27 @@ export async function validateTask(
   };
 }
 
-/** Validates a task folder or a folder of them; a malformed task is reported, never fatal. */
+/**
+ * Validates a task folder or every task folder below it; a malformed task is reported, never fatal.
+ * A task's id is its folder's name, so a second folder of the same name (another dataset's) is
+ * refused, naming the first.
+ */
 export async function validateFolder(path: string, options: ValidateOptions = {}): Promise<TaskVerdict[]> {
   const dirs = await findTaskDirs(path);
+  const firstOf = new Map<string, string>();
   return mapBounded(dirs, options.parallel ?? 2, async (dir) => {
+    const id = basename(dir);
+    const first = firstOf.get(id);
+    if (first === undefined) firstOf.set(id, dir);
+    else {
+      const problem = `${id}: the task id is already taken by ${first} (ids are folder names)`;
+      const verdict: TaskVerdict = {
+        ...{ id, dir, ok: false, problems: [problem], notes: [], imported: false },
+        ...{ controls: null, labels: null },
+      };
+      await options.onVerdict?.(verdict, null);
+      return verdict;
+    }
     const { verdict, task } = await validateTask(dir, options);
     await options.onVerdict?.(verdict, task);
     return verdict;

@@ -8,6 +8,8 @@ export interface TestRunOptions {
   tests: TreeFile[];
   timeoutSec: number;
   env?: Record<string, string>;
+  /** The key of a several-key reward.json that is the reward, when it has no `reward` key. */
+  rewardKey?: string | undefined;
   memoryMb?: number | undefined;
   maxPids?: number;
   cpus?: number | undefined;
@@ -15,8 +17,12 @@ export interface TestRunOptions {
 
 type Reward = { value: number; details?: Record<string, number> } | { error: string };
 
-/** Reads `reward.txt` (one number), else `reward.json` (a flat map: `reward`, or its only number). */
-async function readReward(logs: string): Promise<Reward | null> {
+/**
+ * Reads `reward.txt` (one number), else `reward.json` (a flat map of numbers, as Harbor writes it):
+ * its `reward` key when present, else the task's `rewardKey`, else the mean of its numbers. Every
+ * number is kept as the outcome's details.
+ */
+export async function readReward(logs: string, rewardKey?: string): Promise<Reward | null> {
   const text = await readFile(join(logs, "reward.txt"), "utf8").catch(() => null);
   if (text !== null) {
     const value = Number(text.trim());
@@ -38,11 +44,19 @@ async function readReward(logs: string): Promise<Reward | null> {
   if (!entries.every(([, v]) => typeof v === "number" && Number.isFinite(v))) {
     return { error: "reward.json must map names to numbers" };
   }
+  if (entries.length === 0) return { error: "reward.json holds no number" };
   const details = Object.fromEntries(entries) as Record<string, number>;
-  const value =
-    "reward" in details ? details.reward : entries.length === 1 ? (entries[0]?.[1] as number) : undefined;
-  if (value === undefined) return { error: "reward.json has several numbers and no `reward` key" };
-  return { value, details };
+  if ("reward" in details) return { value: details.reward as number, details };
+  if (rewardKey !== undefined) {
+    const value = details[rewardKey];
+    if (value === undefined)
+      return {
+        error: `reward.json has no key ${JSON.stringify(rewardKey)} (the task's verifier.reward_key)`,
+      };
+    return { value, details };
+  }
+  const values = Object.values(details);
+  return { value: values.reduce((a, b) => a + b, 0) / values.length, details };
 }
 
 /**
@@ -75,7 +89,7 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
       message: `tests/test.sh ran past ${options.timeoutSec} s`,
     };
   }
-  const reward = await readReward(logs);
+  const reward = await readReward(logs, options.rewardKey);
   if (reward && "error" in reward)
     return { ...base, correctness: null, failure: "bad_reward", message: reward.error };
   if (reward) {

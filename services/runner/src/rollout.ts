@@ -289,6 +289,7 @@ async function runVerifier(x: Execution, sandbox: Sandbox, result: RolloutResult
   }
   result.correctness = verdict.outcome.correctness;
   result.reward = verdict.reward;
+  if (verdict.outcome.details) result.rewardDetails = verdict.outcome.details;
 }
 
 /** The harness installs, read-only at their own paths (their scripts name them absolutely). */

@@ -32,7 +32,8 @@ CREATE TABLE IF NOT EXISTS tasks (
   imported_at TEXT NOT NULL,
   guard TEXT NOT NULL DEFAULT '{}',
   tier TEXT,
-  impossible INTEGER NOT NULL DEFAULT 0
+  impossible INTEGER NOT NULL DEFAULT 0,
+  reward_key TEXT
 );
 CREATE TABLE IF NOT EXISTS task_files (
   task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
@@ -68,6 +69,7 @@ interface Row {
   guard: string;
   tier: string | null;
   impossible: number;
+  reward_key: string | null;
 }
 
 /** The stored `[guard]` table in the runner's shape (a registry from before the column reads as none). */
@@ -116,6 +118,8 @@ export class TaskStore {
     if (!columns.some((c) => c.name === "impossible")) {
       this.db.exec("ALTER TABLE tasks ADD COLUMN impossible INTEGER NOT NULL DEFAULT 0");
     }
+    if (!columns.some((c) => c.name === "reward_key"))
+      this.db.exec("ALTER TABLE tasks ADD COLUMN reward_key TEXT");
   }
 
   /**
@@ -134,9 +138,9 @@ export class TaskStore {
       this.db
         .prepare(
           `INSERT INTO tasks (id, hash, category, split, split_source, labels, controls, instruction,
-             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible)
+             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible, reward_key)
            VALUES (@id, @hash, @category, @split, @split_source, @labels, @controls, @instruction,
-             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible)`,
+             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible, @reward_key)`,
         )
         .run({
           id: task.id,
@@ -155,6 +159,7 @@ export class TaskStore {
           guard: JSON.stringify(task.toml.guard),
           tier: task.toml.metadata.tier ?? null,
           impossible: task.toml.metadata.impossible ? 1 : 0,
+          reward_key: task.toml.verifier.reward_key ?? null,
         });
       const insert = this.db.prepare(
         "INSERT INTO task_files (task_id, part, path, mode, content) VALUES (?, ?, ?, ?, ?)",
@@ -244,6 +249,7 @@ export class TaskStore {
       category: row.category,
       verifierTimeoutSec: row.verifier_timeout_sec,
       verifierEnv: JSON.parse(row.verifier_env) as Record<string, string>,
+      rewardKey: row.reward_key ?? null,
       tests: this.files(id, "tests"),
     };
   }

@@ -72,6 +72,7 @@ export async function verify(deps: VerifyDeps, request: VerificationRequest): Pr
         tests: fromTaskFiles(bundle.tests),
         timeoutSec: bundle.verifierTimeoutSec,
         env: bundle.verifierEnv,
+        rewardKey: bundle.rewardKey ?? undefined,
         memoryMb: deps.memoryMb,
       });
     } finally {

@@ -59,6 +59,7 @@ export async function evaluation(config: EvalConfig & { id: string }): Promise<E
         blocked: result.blocked.map((b) => b.rule ?? "unnamed"),
         servedBy: { ...served[arm], model: result.servedModels[0] ?? model },
         ...(failed ? { failure: `${failed.stage}: ${failed.reason}` } : {}),
+        ...(result.rewardDetails ? { rewardDetails: result.rewardDetails } : {}),
         // Histories from before hack-check tasks carry no flag: none of their tasks was one.
         impossible: task.impossible ?? false,
       };

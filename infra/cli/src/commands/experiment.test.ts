@@ -54,6 +54,7 @@ const report = (arms: Arms) => {
     ],
     environmentFailures: [],
     servedBy: [],
+    rewardKeys: {},
   };
   return buildExperimentReport({
     name: "exp",

@@ -45,8 +45,9 @@ function verdictLine(v: TaskVerdict): string {
   const seconds = v.controls
     ? ` ${(v.controls.runs.reduce((s, r) => s + r.durationMs, 0) / 1000).toFixed(1)} s`
     : "";
-  if (v.ok) return `ok    ${v.id}${runs ? `  (${runs},${seconds})` : ""}`;
-  return `FAIL  ${v.id}: ${v.problems.join("; ")}`;
+  const notes = v.notes.map((n) => `\n        note: ${n}`).join("");
+  if (v.ok) return `ok    ${v.id}${runs ? `  (${runs},${seconds})` : ""}${notes}`;
+  return `FAIL  ${v.id}: ${v.problems.join("; ")}${notes}`;
 }
 
 /** Whether two sets of labels say the same, so an unchanged task.toml is not rewritten. */

@@ -41,6 +41,16 @@ beforeAll(async () => {
       () => writeFile(join(d, "tests/test.sh"), "sleep 30\n"),
     ),
   );
+  await broken("env-token", async (d) => {
+    await writeFile(
+      join(d, "task.toml"),
+      '[metadata]\ncategory = "repair"\n[verifier]\nenv = { TOKEN = "${BRIDLE_TEST_TASK_TOKEN}" }\n',
+    );
+    await writeFile(
+      join(d, "tests/test.sh"),
+      'mkdir -p /logs/verifier; if [ "$TOKEN" = open-sesame ] && grep -q sorted /app/stats.py; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n',
+    );
+  });
   await broken("json-reward", (d) =>
     writeFile(
       join(d, "tests/test.sh"),
@@ -107,6 +117,26 @@ describe("controls catch bad tasks", () => {
     expect(v.ok).toBe(true);
   });
 
+  it("resolves a task's ${VAR} only from variables the user allows by name", async () => {
+    process.env.BRIDLE_TEST_TASK_TOKEN = "open-sesame";
+    try {
+      const allowed = await validateTask(join(dir, "env-token"), { allowedEnv: ["BRIDLE_TEST_TASK_TOKEN"] });
+      expect(allowed.verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
+        ["oracle", 1],
+        ["nop", 0],
+      ]);
+      expect(allowed.verdict.notes).toContain(
+        "task.toml: verifier.env reads ${BRIDLE_TEST_TASK_TOKEN}: from your environment, only the names in BRIDLE_TASK_ENV_ALLOW",
+      );
+      const refused = await verdictOf("env-token");
+      expect(refused.problems[0]).toBe(
+        "oracle: environment failure: task.toml: verifier.env TOKEN reads ${BRIDLE_TEST_TASK_TOKEN}, which the task may not read: allow it by name in BRIDLE_TASK_ENV_ALLOW",
+      );
+    } finally {
+      delete process.env.BRIDLE_TEST_TASK_TOKEN;
+    }
+  });
+
   it("a folder import reports malformed tasks and carries on with the rest", async () => {
     // Another dataset's task of the same name, deeper down: refused by name, never a silent overwrite.
     await cp(join(dir, "free-reward"), join(dir, "other-dataset", "free-reward"), { recursive: true });
@@ -114,6 +144,7 @@ describe("controls catch bad tasks", () => {
     expect(verdicts.map((v) => [v.id, v.ok])).toEqual([
       ["bad-toml-field", false],
       ["bad-toml-syntax", false],
+      ["env-token", true],
       ["free-reward", true],
       ["json-reward", true],
       ["missing-tool", false],

@@ -7,6 +7,8 @@ import { runTests } from "./verify.ts";
 export interface ControlOptions {
   /** Where sandboxes are made (the host's temp folder by default). */
   baseDir?: string;
+  /** Variables of the user's environment that tasks' `${VAR}` references may read. */
+  allowedEnv?: readonly string[];
 }
 
 /** Starts a sandbox on a fresh copy of the task's environment. */
@@ -34,11 +36,12 @@ export async function sandboxForAgent(
   return sandbox;
 }
 
-const testOptions = (task: HarborTask) => ({
+const testOptions = (task: HarborTask, options: ControlOptions) => ({
   tests: task.tests,
   timeoutSec: task.toml.verifier.timeout_sec,
   env: task.toml.verifier.env,
   rewardKey: task.toml.verifier.reward_key,
+  allowedEnv: options.allowedEnv ?? [],
   memoryMb: task.toml.environment.memory_mb,
   cpus: task.toml.environment.cpus,
 });
@@ -56,7 +59,7 @@ async function oracle(task: HarborTask, options: ControlOptions): Promise<Contro
       ...(task.toml.environment.memory_mb ? { memoryMb: task.toml.environment.memory_mb } : {}),
       ...(task.toml.environment.cpus ? { cpus: task.toml.environment.cpus } : {}),
     });
-    const outcome = await runTests(sandbox, testOptions(task));
+    const outcome = await runTests(sandbox, testOptions(task, options));
     const reward = outcome.correctness;
     const passed = reward === 1;
     const solveNote = solve.timedOut
@@ -87,7 +90,7 @@ async function nop(task: HarborTask, options: ControlOptions): Promise<ControlRu
   const started = performance.now();
   const sandbox = await sandboxFor(task, options.baseDir);
   try {
-    const outcome = await runTests(sandbox, testOptions(task));
+    const outcome = await runTests(sandbox, testOptions(task, options));
     const reward = outcome.correctness;
     const passed = reward === 0;
     const message = passed

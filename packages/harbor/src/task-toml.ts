@@ -9,6 +9,7 @@ import {
 } from "@bridle/contracts";
 import { parse, TomlError } from "smol-toml";
 import { z } from "zod";
+import { envReferences } from "./env.ts";
 
 const seconds = z
   .number()
@@ -201,6 +202,11 @@ export function notesOn(raw: Record<string, unknown>, toml: TaskToml): string[] 
   else if (!(KNOWN_CATEGORIES as readonly string[]).includes(categoryName(category)))
     notes.push(
       `task.toml: metadata.category: ${JSON.stringify(category)} is not one of ${KNOWN_CATEGORIES.join(", ")} (kept as ${categoryName(category)})`,
+    );
+  const reads = envReferences(toml.verifier.env);
+  if (reads.length > 0)
+    notes.push(
+      `task.toml: verifier.env reads ${reads.map((r) => `\${${r}}`).join(", ")}: from your environment, only the names in BRIDLE_TASK_ENV_ALLOW`,
     );
   if (toml.environment.allow_internet)
     notes.push(

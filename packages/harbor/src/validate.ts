@@ -10,6 +10,8 @@ export interface ValidateOptions {
   /** Schema only, when false. */
   controls?: boolean;
   baseDir?: string;
+  /** Variables of the user's environment that tasks' `${VAR}` references may read. */
+  allowedEnv?: readonly string[];
   /** Called as each task's verdict is known, in completion order. */
   onVerdict?: (verdict: TaskVerdict, task: HarborTask | null) => void | Promise<void>;
 }
@@ -57,7 +59,10 @@ export async function validateTask(
   let controls: ControlResults | null = null;
   if (options.controls !== false) {
     try {
-      controls = await runControls(task, options.baseDir ? { baseDir: options.baseDir } : {});
+      controls = await runControls(task, {
+        ...(options.baseDir ? { baseDir: options.baseDir } : {}),
+        ...(options.allowedEnv ? { allowedEnv: options.allowedEnv } : {}),
+      });
     } catch (err) {
       const message = `controls could not run: ${(err as Error).message}`;
       return {

@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { VerifierOutcome } from "@bridle/contracts";
 import type { Sandbox } from "@bridle/sandbox";
+import { resolveTaskEnv } from "./env.ts";
 import { type TreeFile, writeTree } from "./files.ts";
 
 export interface TestRunOptions {
@@ -10,6 +11,8 @@ export interface TestRunOptions {
   env?: Record<string, string>;
   /** The key of a several-key reward.json that is the reward, when it has no `reward` key. */
   rewardKey?: string | undefined;
+  /** Variables of the user's environment that `${VAR}` in `env` may read; no other is read. */
+  allowedEnv?: readonly string[];
   memoryMb?: number | undefined;
   maxPids?: number;
   cpus?: number | undefined;
@@ -65,12 +68,17 @@ export async function readReward(logs: string, rewardKey?: string): Promise<Rewa
  * environment failure: correctness null, with the reason, never 0.
  */
 export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promise<VerifierOutcome> {
+  const env = resolveTaskEnv(options.env ?? {}, options.allowedEnv ?? [], process.env);
+  if (!env.ok) {
+    const message = `task.toml: verifier.${env.problem}`;
+    return { correctness: null, failure: "setup", message, exitCode: null, durationMs: 0, outputTail: "" };
+  }
   const tests = await sandbox.scratch("tests");
   const logs = await sandbox.scratch("verifier-logs");
   await writeTree(tests, options.tests);
   const run = await sandbox.run(["bash", "/tests/test.sh"], {
     timeoutMs: options.timeoutSec * 1000,
-    env: options.env ?? {},
+    env: env.env,
     mounts: [
       { source: tests, target: "/tests", writable: true },
       { source: logs, target: "/logs/verifier", writable: true },

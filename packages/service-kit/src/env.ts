@@ -12,6 +12,21 @@ export const BaseEnv = z.object({
     .default(8 * 1024 * 1024),
 });
 
+/**
+ * A comma-separated list of environment variable names, such as the variables a task's `${VAR}`
+ * references may read (`TASK_ENV_ALLOW`): empty by default, so tasks read none.
+ */
+export const EnvNames = z
+  .string()
+  .default("")
+  .transform((s) =>
+    s
+      .split(",")
+      .map((n) => n.trim())
+      .filter((n) => n !== ""),
+  )
+  .pipe(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "a variable name such as OPENAI_API_KEY")));
+
 /** Thrown when the environment does not satisfy a service's schema; names every bad variable. */
 export class EnvError extends Error {
   constructor(

@@ -8,6 +8,8 @@ export interface TasksDeps {
   heldOutRatio: number;
   controlParallel: number;
   sandboxDir?: string | undefined;
+  /** Variables of the user's environment that tasks' `${VAR}` references may read. */
+  allowedEnv?: readonly string[];
   bodyLimitBytes?: number;
 }
 

@@ -1,4 +1,4 @@
-import { BaseEnv, loadEnv } from "@bridle/service-kit";
+import { BaseEnv, EnvNames, loadEnv } from "@bridle/service-kit";
 import { z } from "zod";
 
 export const TasksEnv = BaseEnv.extend({
@@ -10,6 +10,7 @@ export const TasksEnv = BaseEnv.extend({
     .string()
     .optional()
     .describe("Where control sandboxes are made; the temp folder if unset"),
+  TASK_ENV_ALLOW: EnvNames.describe("Variables that the $VAR references of tasks may read, comma-separated"),
 });
 export type TasksEnv = z.infer<typeof TasksEnv>;
 

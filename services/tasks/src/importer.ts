@@ -10,6 +10,8 @@ export interface ImportOptions {
   parallel: number;
   runControls: boolean;
   sandboxDir?: string | undefined;
+  /** Variables of the user's environment that tasks' `${VAR}` references may read. */
+  allowedEnv?: readonly string[];
 }
 
 /**
@@ -21,6 +23,7 @@ export async function importTasks(path: string, options: ImportOptions): Promise
     parallel: options.parallel,
     controls: options.runControls,
     ...(options.sandboxDir ? { baseDir: options.sandboxDir } : {}),
+    ...(options.allowedEnv ? { allowedEnv: options.allowedEnv } : {}),
     onVerdict: (verdict, task) => {
       if (!task) {
         options.log.warn({ task: verdict.id, problems: verdict.problems }, "task skipped");

@@ -12,6 +12,7 @@ const app = createTasksApp({
   heldOutRatio: env.TASKS_HELDOUT_RATIO,
   controlParallel: env.TASKS_CONTROL_PARALLEL,
   sandboxDir: env.TASKS_SANDBOX_DIR,
+  allowedEnv: env.TASK_ENV_ALLOW,
   bodyLimitBytes: env.BODY_LIMIT_BYTES,
 });
 serveApp(app, { host: env.HOST, port: env.PORT, log, onShutdown: () => store.close() });

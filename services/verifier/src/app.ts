@@ -10,6 +10,8 @@ export interface VerifierDeps {
   reward: RewardConfig;
   memoryMb: number;
   sandboxDir?: string | undefined;
+  /** Variables of the user's environment that tasks' `${VAR}` references may read. */
+  allowedEnv?: readonly string[];
   bodyLimitBytes?: number;
 }
 
@@ -31,6 +33,7 @@ export function createVerifierApp(deps: VerifierDeps) {
       reward: deps.reward,
       memoryMb: deps.memoryMb,
       sandboxDir: deps.sandboxDir,
+      allowedEnv: deps.allowedEnv ?? [],
     }),
   );
   return app;

@@ -1,4 +1,4 @@
-import { BaseEnv, loadEnv } from "@bridle/service-kit";
+import { BaseEnv, EnvNames, loadEnv } from "@bridle/service-kit";
 import { z } from "zod";
 
 export const VerifierEnv = BaseEnv.extend({
@@ -9,6 +9,7 @@ export const VerifierEnv = BaseEnv.extend({
   VERIFIER_SANDBOX_DIR: z.string().optional().describe("Where sandboxes are made; the temp folder if unset"),
   REWARD_W: z.coerce.number().min(0).default(0.1),
   REWARD_BUDGET: z.coerce.number().positive().default(15),
+  TASK_ENV_ALLOW: EnvNames.describe("Variables that the $VAR references of tasks may read, comma-separated"),
 });
 export type VerifierEnv = z.infer<typeof VerifierEnv>;
 

@@ -17,6 +17,7 @@ const app = createVerifierApp({
   reward: { w: env.REWARD_W, budget: env.REWARD_BUDGET },
   memoryMb: env.VERIFIER_MEMORY_MB,
   sandboxDir: env.VERIFIER_SANDBOX_DIR,
+  allowedEnv: env.TASK_ENV_ALLOW,
   bodyLimitBytes: env.BODY_LIMIT_BYTES,
 });
 serveApp(app, { host: env.HOST, port: env.PORT, log });

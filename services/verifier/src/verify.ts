@@ -19,6 +19,8 @@ export interface VerifyDeps {
   reward: RewardConfig;
   memoryMb: number;
   sandboxDir?: string | undefined;
+  /** Variables of the user's environment that tasks' `${VAR}` references may read. */
+  allowedEnv?: readonly string[];
 }
 
 async function bundleFor(deps: VerifyDeps, taskId: string): Promise<VerifierBundle> {
@@ -73,6 +75,7 @@ export async function verify(deps: VerifyDeps, request: VerificationRequest): Pr
         timeoutSec: bundle.verifierTimeoutSec,
         env: bundle.verifierEnv,
         rewardKey: bundle.rewardKey ?? undefined,
+        allowedEnv: deps.allowedEnv ?? [],
         memoryMb: deps.memoryMb,
       });
     } finally {

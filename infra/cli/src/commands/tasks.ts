@@ -63,7 +63,7 @@ function summary(verdicts: TaskVerdict[], say: Say): number {
   return failed === 0 ? 0 : 1;
 }
 
-async function validate(dir: string, flags: TasksFlags, say: Say): Promise<number> {
+async function validate(dir: string, flags: TasksFlags, say: Say, allowedEnv: string[]): Promise<number> {
   const parallel = Number(flags.parallel ?? 2);
   if (!Number.isInteger(parallel) || parallel < 1 || parallel > 16) {
     throw new Error(`--parallel must be an integer from 1 to 16, got ${flags.parallel}`);
@@ -77,6 +77,7 @@ async function validate(dir: string, flags: TasksFlags, say: Say): Promise<numbe
   const verdicts = await validateFolder(dir, {
     parallel,
     controls,
+    allowedEnv,
     onVerdict: async (verdict, task) => {
       if (
         !flags["no-record"] &&
@@ -183,7 +184,7 @@ export async function tasksCommand(
   if (action === "import" && dir) return importDir(config, dir, flags, say);
   if (action === "validate" && dir) {
     try {
-      return await validate(dir, flags, say);
+      return await validate(dir, flags, say, config.taskEnvAllow);
     } catch (err) {
       // A bad path or flag: say what is wrong, without a stack trace.
       process.stderr.write(`bridle: ${(err as Error).message}\n`);

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { loadEnv } from "@bridle/service-kit";
+import { EnvNames, loadEnv } from "@bridle/service-kit";
 import { z } from "zod";
 
 /** The repository root, found from this file so the CLI works from any working directory. */
@@ -77,6 +77,9 @@ export const StackEnv = z.object({
     .max(1_000_000)
     .default(512)
     .describe("Cap on new tokens per model call"),
+  BRIDLE_TASK_ENV_ALLOW: EnvNames.describe(
+    "Variables of your environment that the $VAR references of tasks' task.toml [verifier] env may read, comma-separated; none by default",
+  ),
   BRIDLE_GUARD_WORKERS: z.coerce
     .number()
     .int()
@@ -132,6 +135,8 @@ export interface StackConfig {
   maxLoraRank: number;
   maxTokens: number;
   guardWorkers: number;
+  /** Variables of the user's environment that tasks' `${VAR}` references may read. */
+  taskEnvAllow: string[];
   /** The gateway's bearer token: its API is closed without it, always. */
   apiToken: string;
   /** Where the token comes from, for people: its file, or the BRIDLE_API_TOKEN setting. */
@@ -182,6 +187,7 @@ export function loadStackConfig(source: Record<string, string | undefined> = pro
     maxLoraRank: env.BRIDLE_VLLM_MAX_LORA_RANK,
     maxTokens: env.BRIDLE_MAX_TOKENS,
     guardWorkers: env.BRIDLE_GUARD_WORKERS,
+    taskEnvAllow: env.BRIDLE_TASK_ENV_ALLOW,
     apiToken: env.BRIDLE_API_TOKEN ?? localApiToken(home),
     apiTokenSource: env.BRIDLE_API_TOKEN ? "the BRIDLE_API_TOKEN setting" : join(home, "api-token"),
     guardAdminToken: env.BRIDLE_GUARD_ADMIN_TOKEN ?? localApiToken(home, "guard-admin-token"),

@@ -22,6 +22,8 @@ export interface TaskRouteDeps {
   heldOutRatio: number;
   controlParallel: number;
   sandboxDir?: string | undefined;
+  /** Variables of the user's environment that tasks' `${VAR}` references may read. */
+  allowedEnv?: readonly string[];
 }
 
 const json = <T extends z.ZodType>(description: string, schema: T) => ({
@@ -144,6 +146,7 @@ export function taskRoutes(deps: TaskRouteDeps) {
             parallel: deps.controlParallel,
             runControls: body.runControls,
             sandboxDir: deps.sandboxDir,
+            allowedEnv: deps.allowedEnv ?? [],
           });
         } catch (err) {
           throw httpError(400, "invalid_path", (err as Error).message, {

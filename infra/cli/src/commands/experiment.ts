@@ -7,7 +7,7 @@ import { z } from "zod";
 import { repoRoot } from "../stack/config.ts";
 import type { StackConfig } from "../stack/index.ts";
 import { CALIBRATION_MAX_TURNS } from "./tasks.ts";
-import { completedEval, evaluate, train } from "./training.ts";
+import { completedEval, evaluate, runCurves, train } from "./training.ts";
 
 type Say = (line: string) => void;
 
@@ -37,7 +37,8 @@ export const experimentUsage = `  experiment [--full] [--steps N] [--seed S] [--
                      adapter against the base on the same tasks, attempts and seeds; prints
                      the learning curves and the verdict, writes a report (Markdown, JSON, PNG);
                      --candidate skips training and judges an adapter version already served
-                     (a run stopped early: its report has no curves); the held-out tasks are
+                     (a run stopped early: the curves are its steps up to that version, when
+                     this stack still holds the run); the held-out tasks are
                      those of the training tasks' tier when they share one (--heldout-tier
                      names another, or all)`;
 
@@ -180,7 +181,11 @@ export async function experiment(config: StackConfig, flags: ExperimentFlags, sa
       `experiment ${name}: ${flags.candidate} (trained ${version} steps earlier) against ${config.modelName}`,
     );
     const heldOut = await heldOutTasks(config, flags, await trainingTasks(config, flags, harness, say), say);
-    return judge(judging, { steps: version, candidate: flags.candidate, curves: [] }, heldOut);
+    // The run's own steps up to that version, when this stack still holds its history.
+    const run = /\/([^/@]+)@v\d+$/.exec(flags.candidate)?.[1];
+    const curves = run ? await runCurves(config, run, version) : [];
+    if (curves.length === 0) say(`no training history of ${flags.candidate} here: the report has no curves`);
+    return judge(judging, { steps: version, candidate: flags.candidate, curves }, heldOut);
   }
   const tasks = await trainingTasks(config, flags, harness, say);
   const heldOut = await heldOutTasks(config, flags, tasks, say);

@@ -151,6 +151,18 @@ async function follow(config: StackConfig, name: string, say: Say): Promise<RunV
   }
 }
 
+/**
+ * The per-step metrics of a training run up to `step`, as its workflow recorded them: empty when
+ * the run is unknown to this stack (its history is gone), so a judged version keeps its curves.
+ */
+export async function runCurves(config: StackConfig, name: string, step: number) {
+  const run = await callJson(`${gateway(config)}/v1/runs/${encodeURIComponent(name)}`, {
+    schema: RunView,
+    headers: auth(config),
+  }).catch(() => null);
+  return (run?.progress?.metrics ?? []).filter((m) => m.step <= step);
+}
+
 /** An evaluation that already completed under this id, if any (a rerun then uses its result). */
 export async function completedEval(config: StackConfig, id: string) {
   const view = await callJson(`${gateway(config)}/v1/evals/${encodeURIComponent(id)}`, {

@@ -214,7 +214,14 @@ export async function experiment(config: StackConfig, flags: ExperimentFlags, sa
     say(`the training run ended ${run.status}: no verdict`);
     return 1;
   }
-  return judge(judging, { steps, candidate: run.progress.servedName, curves: run.progress.metrics }, heldOut);
+  // A run cancelled on the way (to fit a time budget) ends after the step it was in: judge what it trained.
+  const trained = run.progress.step;
+  if (trained < steps) say(`the run stopped after ${trained} of ${steps} steps: judging adapter v${trained}`);
+  return judge(
+    judging,
+    { steps: trained, candidate: run.progress.servedName, curves: run.progress.metrics },
+    heldOut,
+  );
 }
 
 interface Judging {

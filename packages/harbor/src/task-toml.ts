@@ -34,9 +34,18 @@ export function sizeInMb(size: string | number): number | undefined {
   return mb > 0 ? mb : undefined;
 }
 
-const Size = z.union([z.number().positive(), z.string()]).refine((v) => sizeInMb(v) !== undefined, {
-  message: "a size such as 2G, 512M or a number of megabytes",
+/** Harbor's size, read as megabytes. */
+const Size = z.union([z.number().positive(), z.string()]).transform((v, ctx) => {
+  const mb = sizeInMb(v);
+  if (mb === undefined) {
+    ctx.addIssue({ code: "custom", message: "a size such as 2G, 512M or a number of megabytes" });
+    return z.NEVER;
+  }
+  return mb;
 });
+
+/** Keys Harbor writes that Bridle reads but does not use: known, so never reported as unknown. */
+const informational = z.unknown().optional();
 
 const Metadata = z
   .looseObject({
@@ -53,6 +62,13 @@ const Metadata = z
     // evaluation counts any pass as a hack (tampering with the tests or special-casing them).
     impossible: z.boolean().default(false),
     repo2env: z.looseObject({ evaluation: Evaluation.optional() }).optional(),
+    author_name: informational,
+    author_email: informational,
+    authors: informational,
+    name: informational,
+    description: informational,
+    source: informational,
+    category_detail: informational,
   })
   // Training on a hack check would reward the hack: it is held out, by its own word.
   .refine((m) => !m.impossible || m.split === "held-out", {
@@ -68,40 +84,46 @@ const Metadata = z
  * sandbox) and `[guard]`. `[metadata]` is optional and free-form. Unknown keys are kept and reported
  * (see `unknownKeys`), never a reason to refuse.
  */
+const Verifier = z.looseObject({
+  timeout_sec: seconds.default(600),
+  env: z.record(z.string(), z.string()).default({}),
+  // Bridle's: which key of a several-key reward.json is the training reward (else `reward`, else the mean).
+  reward_key: z.string().min(1).optional(),
+});
+
+const Agent = z.looseObject({
+  timeout_sec: seconds.default(600),
+  env: z.record(z.string(), z.string()).optional(),
+});
+
+const Environment = z.looseObject({
+  requires: z.array(z.string().regex(/^[A-Za-z0-9._+-]+$/, "a command name, not a path")).default([]),
+  build_timeout_sec: seconds.optional(),
+  docker_image: z.string().optional(),
+  memory_mb: z.number().int().min(16).max(65_536).optional(),
+  memory: Size.optional(),
+  storage_mb: z.number().int().positive().optional(),
+  storage: Size.optional(),
+  cpus: z.number().positive().optional(),
+  gpus: z.number().int().min(0).optional(),
+  allow_internet: z.boolean().default(false),
+  network_mode: z.string().optional(),
+  os: z
+    .string()
+    .refine((os) => os.toLowerCase() === "linux", "only Linux task environments run here")
+    .optional(),
+  gpu_types: informational,
+});
+
 export const TaskToml = z.looseObject({
   version: z.string().default("1.0"),
   schema_version: z.string().optional(),
   metadata: Metadata.default({ impossible: false }),
-  verifier: z
-    .looseObject({
-      timeout_sec: seconds.default(600),
-      env: z.record(z.string(), z.string()).default({}),
-      // Bridle's: which key of a several-key reward.json is the training reward (else `reward`, else the mean).
-      reward_key: z.string().min(1).optional(),
-    })
-    .default({ timeout_sec: 600, env: {} }),
-  agent: z
-    .looseObject({ timeout_sec: seconds.default(600), env: z.record(z.string(), z.string()).optional() })
-    .default({ timeout_sec: 600 }),
-  environment: z
-    .looseObject({
-      requires: z.array(z.string().regex(/^[A-Za-z0-9._+-]+$/, "a command name, not a path")).default([]),
-      build_timeout_sec: seconds.optional(),
-      docker_image: z.string().optional(),
-      memory_mb: z.number().int().min(16).max(65_536).optional(),
-      memory: Size.optional(),
-      storage_mb: z.number().int().positive().optional(),
-      storage: Size.optional(),
-      cpus: z.number().positive().optional(),
-      gpus: z.number().int().min(0).optional(),
-      allow_internet: z.boolean().default(false),
-      network_mode: z.string().optional(),
-      os: z
-        .string()
-        .refine((os) => os.toLowerCase() === "linux", "only Linux task environments run here")
-        .optional(),
-    })
-    .default({ requires: [], allow_internet: false }),
+  verifier: Verifier.default({ timeout_sec: 600, env: {} }),
+  agent: Agent.default({ timeout_sec: 600 }),
+  environment: Environment.default({ requires: [], allow_internet: false }),
+  task: informational,
+  source: informational,
   artifacts: z.array(z.union([z.string(), z.looseObject({})])).optional(),
   steps: z
     .array(z.looseObject({}))
@@ -122,55 +144,16 @@ export const TaskToml = z.looseObject({
 });
 export type TaskToml = z.infer<typeof TaskToml>;
 
-/** Keys Bridle reads, per table; any other is kept in the record and reported by `unknownKeys`. */
-const KNOWN_KEYS: Record<string, string[]> = {
-  "": [
-    "version",
-    "schema_version",
-    "metadata",
-    "verifier",
-    "agent",
-    "environment",
-    "artifacts",
-    "steps",
-    "guard",
-    "task",
-    "source",
-  ],
-  metadata: [
-    "category",
-    "difficulty",
-    "tags",
-    "split",
-    "tier",
-    "impossible",
-    "repo2env",
-    "author_name",
-    "author_email",
-    "authors",
-    "name",
-    "description",
-    "source",
-    "category_detail",
-  ],
-  verifier: ["timeout_sec", "env", "reward_key"],
-  agent: ["timeout_sec", "env"],
-  environment: [
-    "requires",
-    "build_timeout_sec",
-    "docker_image",
-    "memory_mb",
-    "memory",
-    "storage_mb",
-    "storage",
-    "cpus",
-    "gpus",
-    "gpu_types",
-    "allow_internet",
-    "network_mode",
-    "os",
-  ],
-};
+/** Keys Bridle reads, per table: those its schemas name; any other is kept and reported. */
+const KNOWN_KEYS: Record<string, string[]> = Object.fromEntries(
+  Object.entries({
+    "": TaskToml,
+    metadata: Metadata,
+    verifier: Verifier,
+    agent: Agent,
+    environment: Environment,
+  }).map(([table, schema]) => [table, Object.keys(schema.shape)]),
+);
 
 /** The keys of a parsed task.toml that Bridle does not read, as `table.key`. */
 export function unknownKeys(raw: Record<string, unknown>): string[] {
@@ -239,9 +222,9 @@ export function parseTaskToml(
     };
   const toml = result.data;
   // One memory limit for the sandbox: memory_mb, else Harbor's `memory` size.
-  if (toml.environment.memory_mb === undefined && toml.environment.memory !== undefined) {
-    const mb = sizeInMb(toml.environment.memory);
-    if (mb !== undefined && (mb < 16 || mb > 65_536))
+  const mb = toml.environment.memory;
+  if (toml.environment.memory_mb === undefined && mb !== undefined) {
+    if (mb < 16 || mb > 65_536)
       return { ok: false, problems: [`task.toml: environment.memory: ${mb} MB is outside 16..65536 MB`] };
     toml.environment.memory_mb = mb;
   }

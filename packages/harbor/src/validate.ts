@@ -111,8 +111,14 @@ export async function validateFolder(path: string, options: ValidateOptions = {}
     else {
       const problem = `${id}: the task id is already taken by ${first} (ids are folder names)`;
       const verdict: TaskVerdict = {
-        ...{ id, dir, ok: false, problems: [problem], notes: [], imported: false },
-        ...{ controls: null, labels: null },
+        id,
+        dir,
+        ok: false,
+        problems: [problem],
+        notes: [],
+        imported: false,
+        controls: null,
+        labels: null,
       };
       await options.onVerdict?.(verdict, null);
       return verdict;

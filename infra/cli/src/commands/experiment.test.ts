@@ -1,7 +1,7 @@
 import { type EvalReport, StepMetrics } from "@bridle/contracts";
 import { describe, expect, it } from "vitest";
 import { loadStackConfig } from "../stack/config.ts";
-import { buildExperimentReport, trainingThroughput } from "./experiment.ts";
+import { buildExperimentReport, judgingId, trainingThroughput } from "./experiment.ts";
 
 const config = loadStackConfig({});
 
@@ -144,5 +144,22 @@ describe("the experiment's training throughput", () => {
     expect(
       trainingThroughput([step(1, 12, "2026-12-01T10:00:00Z"), step(2, 12, "2026-12-01T10:00:00Z")]),
     ).toBeNull();
+  });
+});
+
+describe("the experiment's evaluation id", () => {
+  const settings = { candidate: "m/pi/run@v5", attempts: 2, heldOut: ["a", "b"], seed: 3 };
+
+  it("is the same for the same judging, so a rerun reuses the completed evaluation", () => {
+    expect(judgingId("run", settings)).toBe(judgingId("run", { ...settings }));
+    expect(judgingId("run", settings)).toMatch(/^run-eval-[0-9a-f]{8}$/);
+  });
+
+  it("differs when anything that decides the judging differs (more attempts run anew)", () => {
+    const base = judgingId("run", settings);
+    expect(judgingId("run", { ...settings, attempts: 6 })).not.toBe(base);
+    expect(judgingId("run", { ...settings, candidate: "m/pi/run@v6" })).not.toBe(base);
+    expect(judgingId("run", { ...settings, heldOut: ["a"] })).not.toBe(base);
+    expect(judgingId("other", settings)).not.toBe(base);
   });
 });

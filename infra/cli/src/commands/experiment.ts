@@ -1,4 +1,5 @@
 import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { EvalReport, StepMetrics, TaskSummary } from "@bridle/contracts";
@@ -246,8 +247,20 @@ async function judge(
 ): Promise<number> {
   const { config, flags, say, name, harness, seed, temperature, attempts, limits, size, started } = j;
   const { steps, candidate } = trained;
-  const done = await completedEval(config, `${name}-eval`);
-  if (done) say(`the evaluation ${name}-eval already completed: its result is used`);
+  const limit = flags.heldout ?? String(size.heldOut);
+  const id = judgingId(name, {
+    candidate,
+    baseline: config.modelName,
+    harness,
+    attempts,
+    limit,
+    temperature,
+    seed,
+    limits,
+    heldOut,
+  });
+  const done = await completedEval(config, id);
+  if (done) say(`the evaluation ${id} already completed with these settings: its result is used`);
   const view =
     done ??
     (await evaluate(
@@ -256,11 +269,11 @@ async function judge(
         candidate,
         harness,
         attempts: String(attempts),
-        limit: flags.heldout ?? String(size.heldOut),
+        limit,
         temperature: String(temperature),
       },
       say,
-      { ...limits, seed, id: `${name}-eval`, ...(heldOut ? { tasks: heldOut } : {}) },
+      { ...limits, seed, id, ...(heldOut ? { tasks: heldOut } : {}) },
     ));
   if (view.status !== "COMPLETED" || !view.output) return 1;
   const report = buildExperimentReport({
@@ -287,6 +300,17 @@ async function judge(
   say(`verdict: ${report.verdict}`);
   say(`report: ${files.join(", ")}`);
   return 0;
+}
+
+/**
+ * The evaluation's id: the experiment's name and a digest of everything that decides the judging
+ * (candidate, baseline, harness, attempts, held-out tasks, seed, temperature, limits). A rerun
+ * with the same settings reuses a completed evaluation; any other setting (more attempts, say)
+ * runs its own instead of reporting the old one's figures.
+ */
+export function judgingId(name: string, settings: Record<string, unknown>): string {
+  const digest = createHash("sha256").update(JSON.stringify(settings)).digest("hex").slice(0, 8);
+  return `${name}-eval-${digest}`;
 }
 
 interface ReportInput {

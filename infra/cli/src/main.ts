@@ -53,6 +53,7 @@ async function main(argv: string[]): Promise<number> {
       help: { type: "boolean", short: "h" },
       "no-record": { type: "boolean" },
       parallel: { type: "string" },
+      repeat: { type: "string" },
       "schema-only": { type: "boolean" },
       "no-controls": { type: "boolean" },
       name: { type: "string" },

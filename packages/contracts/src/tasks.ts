@@ -79,14 +79,20 @@ export const ControlRun = z.object({
   passed: z.boolean(),
   message: z.string().describe("`ok`, or what went wrong"),
   durationMs: z.number().nonnegative(),
+  attempt: z.number().int().positive().default(1).describe("Which run of this control (1-based)"),
 });
 export type ControlRun = z.infer<typeof ControlRun>;
 
 /** Our own controls for one content hash of a task. */
 export const ControlResults = z.object({
-  passed: z.boolean(),
+  passed: z.boolean().describe("Every run scored as expected, and no control's reward varied"),
   hash: z.string(),
   checkedAt: z.string(),
+  repeats: z.number().int().positive().default(1).describe("Runs of each control"),
+  flaky: z
+    .array(z.enum(["oracle", "nop"]))
+    .default([])
+    .describe("Controls whose verifier gave different rewards on identical runs"),
   runs: z.array(ControlRun),
 });
 export type ControlResults = z.infer<typeof ControlResults>;
@@ -190,6 +196,13 @@ export const ImportRequest = z
   .object({
     path: z.string().min(1).describe("A task folder, or a folder of task folders"),
     runControls: z.boolean().default(true),
+    controlRepeats: z
+      .number()
+      .int()
+      .min(1)
+      .max(10)
+      .default(2)
+      .describe("Runs of each control; a verifier whose reward differs between them is flagged as flaky"),
   })
   .strict();
 export type ImportRequest = z.infer<typeof ImportRequest>;
@@ -205,6 +218,8 @@ export const TaskVerdict = z.object({
   notes: z.array(z.string()).default([]),
   imported: z.boolean(),
   controls: ControlResults.nullable(),
+  /** The controls are those this same content passed before (see `checkedAt`), not run again. */
+  controlsReused: z.boolean().default(false),
   labels: EvaluationLabels.nullable(),
 });
 export type TaskVerdict = z.infer<typeof TaskVerdict>;

@@ -19,6 +19,13 @@ async function broken(name: string, change: (taskDir: string) => Promise<void>):
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "bridle-controls-"));
   await broken("wrong-solution", (d) => writeFile(join(d, "solution/solve.sh"), "echo 'I give up'\n"));
+  // A verifier that scores a coin flip: every single run looks like a well-formed reward.
+  await broken("coin-flip", (d) =>
+    writeFile(
+      join(d, "tests/test.sh"),
+      "mkdir -p /logs/verifier\nif [ $(od -An -N1 -tu1 /dev/urandom) -lt 128 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
+    ),
+  );
   await broken("free-reward", (d) =>
     writeFile(join(d, "tests/test.sh"), "mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt\n"),
   );
@@ -76,6 +83,42 @@ describe("controls catch bad tasks", () => {
     });
   });
 
+  it("a verifier whose reward differs between identical runs is flagged flaky", async () => {
+    // Eight runs of each control: both look steady by chance with probability (2/256)^2.
+    const { verdict } = await validateTask(join(dir, "coin-flip"), { repeats: 8 });
+    expect(verdict.ok).toBe(false);
+    expect(verdict.controls?.repeats).toBe(8);
+    expect(verdict.controls?.runs).toHaveLength(16);
+    expect(verdict.controls?.flaky.length).toBeGreaterThan(0);
+    const control = verdict.controls?.flaky[0];
+    expect(verdict.problems).toContainEqual(
+      expect.stringMatching(
+        new RegExp(`^${control}: the verifier gave different rewards on 8 identical runs \\(([01], ){7}[01]\\)`),
+      ),
+    );
+    expect(verdict.labels?.reasonCodes).toContain(`${control}_flaky`);
+    expect(verdict.labels?.evidence).toMatch(new RegExp(`${control} #8: reward [01]`));
+  });
+
+  it("reuses controls this very content passed before, and runs them again otherwise", async () => {
+    const first = await validateTask(join(dir, "json-reward"));
+    expect(first.verdict.controlsReused).toBe(false);
+    const passed = first.verdict.controls!;
+    expect(passed.passed).toBe(true);
+    const reused = await validateTask(join(dir, "json-reward"), { passedBefore: () => passed });
+    expect(reused.verdict).toMatchObject({ ok: true, controlsReused: true, controls: passed });
+    // Fewer runs than asked for, another content, or a failure: checked again.
+    for (const before of [
+      { ...passed, repeats: 1 },
+      { ...passed, hash: "another" },
+      { ...passed, passed: false },
+    ]) {
+      const again = await validateTask(join(dir, "json-reward"), { passedBefore: () => before });
+      expect(again.verdict.controlsReused).toBe(false);
+      expect(again.verdict.controls?.checkedAt).not.toBe(passed.checkedAt);
+    }
+  });
+
   it("tests that pass without any work fail the nop control", async () => {
     const v = await verdictOf("free-reward");
     expect(v.ok).toBe(false);
@@ -105,7 +148,7 @@ describe("controls catch bad tasks", () => {
 
   it("tests that write no reward or run past their timeout are environment failures, not 0", async () => {
     const silent = await verdictOf("silent-tests");
-    expect(silent.controls?.runs.map((r) => r.reward)).toEqual([null, null]);
+    expect(silent.controls?.runs.map((r) => r.reward)).toEqual([null, null, null, null]);
     expect(silent.problems[0]).toMatch(/^oracle: environment failure: tests\/test\.sh wrote no/);
     expect(silent.labels?.reasonCodes).toEqual(["oracle_environment_failure", "nop_environment_failure"]);
     const slow = await verdictOf("slow-tests");
@@ -121,9 +164,11 @@ describe("controls catch bad tasks", () => {
     process.env.BRIDLE_TEST_TASK_TOKEN = "open-sesame";
     try {
       const allowed = await validateTask(join(dir, "env-token"), { allowedEnv: ["BRIDLE_TEST_TASK_TOKEN"] });
-      expect(allowed.verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
-        ["oracle", 1],
-        ["nop", 0],
+      expect(allowed.verdict.controls?.runs.map((r) => [r.control, r.attempt, r.reward])).toEqual([
+        ["oracle", 1, 1],
+        ["oracle", 2, 1],
+        ["nop", 1, 0],
+        ["nop", 2, 0],
       ]);
       expect(allowed.verdict.notes).toContain(
         "task.toml: verifier.env reads ${BRIDLE_TEST_TASK_TOKEN}: from your environment, only the names in BRIDLE_TASK_ENV_ALLOW",
@@ -144,6 +189,7 @@ describe("controls catch bad tasks", () => {
     expect(verdicts.map((v) => [v.id, v.ok])).toEqual([
       ["bad-toml-field", false],
       ["bad-toml-syntax", false],
+      ["coin-flip", true],
       ["env-token", true],
       ["free-reward", true],
       ["json-reward", true],

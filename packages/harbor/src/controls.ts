@@ -9,6 +9,8 @@ export interface ControlOptions {
   baseDir?: string;
   /** Variables of the user's environment that tasks' `${VAR}` references may read. */
   allowedEnv?: readonly string[];
+  /** Runs of each control (2 by default): a verifier whose reward differs between them is flaky. */
+  repeats?: number;
 }
 
 /** Starts a sandbox on a fresh copy of the task's environment. */
@@ -47,7 +49,7 @@ const testOptions = (task: HarborTask, options: ControlOptions) => ({
 });
 
 /** The oracle control: run the reference solution as the agent phase, then the tests; must score 1. */
-async function oracle(task: HarborTask, options: ControlOptions): Promise<ControlRun> {
+async function oracle(task: HarborTask, options: ControlOptions, attempt: number): Promise<ControlRun> {
   const started = performance.now();
   const sandbox = await sandboxFor(task, options.baseDir);
   try {
@@ -79,6 +81,7 @@ async function oracle(task: HarborTask, options: ControlOptions): Promise<Contro
       passed,
       message,
       durationMs: performance.now() - started,
+      attempt,
     };
   } finally {
     await sandbox.dispose();
@@ -86,7 +89,7 @@ async function oracle(task: HarborTask, options: ControlOptions): Promise<Contro
 }
 
 /** The nop control: no agent phase at all, then the tests; must score 0. */
-async function nop(task: HarborTask, options: ControlOptions): Promise<ControlRun> {
+async function nop(task: HarborTask, options: ControlOptions, attempt: number): Promise<ControlRun> {
   const started = performance.now();
   const sandbox = await sandboxFor(task, options.baseDir);
   try {
@@ -98,14 +101,53 @@ async function nop(task: HarborTask, options: ControlOptions): Promise<ControlRu
       : reward === null
         ? `nop: environment failure: ${outcome.message}`
         : `nop scored ${reward}, expected 0: the tests pass without any work`;
-    return { control: "nop", expected: 0, reward, passed, message, durationMs: performance.now() - started };
+    return {
+      control: "nop",
+      expected: 0,
+      reward,
+      passed,
+      message,
+      durationMs: performance.now() - started,
+      attempt,
+    };
   } finally {
     await sandbox.dispose();
   }
 }
 
-/** Runs both controls on a task in fresh sandboxes. */
+/**
+ * Runs both controls on a task in fresh sandboxes, each `repeats` times. A control whose verifier
+ * gives different rewards on identical runs is flaky: its reward would be noise in training, so
+ * the task fails its controls whatever the single runs scored.
+ */
 export async function runControls(task: HarborTask, options: ControlOptions = {}): Promise<ControlResults> {
-  const runs = [await oracle(task, options), await nop(task, options)];
-  return { passed: runs.every((r) => r.passed), hash: task.hash, checkedAt: new Date().toISOString(), runs };
+  const repeats = options.repeats ?? 2;
+  if (!Number.isInteger(repeats) || repeats < 1 || repeats > 10)
+    throw new Error(`control repeats must be an integer from 1 to 10, got ${repeats}`);
+  const runs: ControlRun[] = [];
+  for (let attempt = 1; attempt <= repeats; attempt++) runs.push(await oracle(task, options, attempt));
+  for (let attempt = 1; attempt <= repeats; attempt++) runs.push(await nop(task, options, attempt));
+  const flaky = (["oracle", "nop"] as const).filter(
+    (control) => new Set(runs.filter((r) => r.control === control).map((r) => r.reward)).size > 1,
+  );
+  return {
+    passed: flaky.length === 0 && runs.every((r) => r.passed),
+    hash: task.hash,
+    checkedAt: new Date().toISOString(),
+    repeats,
+    flaky,
+    runs,
+  };
+}
+
+/** What is wrong with a task's controls, one line each: failed controls once, then flaky ones. */
+export function controlProblems(controls: ControlResults): string[] {
+  const problems = new Set(controls.runs.filter((r) => !r.passed).map((r) => r.message));
+  for (const control of controls.flaky) {
+    const rewards = controls.runs.filter((r) => r.control === control).map((r) => r.reward ?? "none");
+    problems.add(
+      `${control}: the verifier gave different rewards on ${rewards.length} identical runs (${rewards.join(", ")}): its reward is not reproducible`,
+    );
+  }
+  return [...problems];
 }

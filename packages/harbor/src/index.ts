@@ -1,5 +1,5 @@
 /** Harbor-format tasks: loading and checking folders, the verifier phase, and the controls. */
-export { runControls, sandboxFor, sandboxForAgent } from "./controls.ts";
+export { controlProblems, runControls, sandboxFor, sandboxForAgent } from "./controls.ts";
 export { envReferences, resolveTaskEnv } from "./env.ts";
 export { fromTaskFiles, hashTree, readTree, type TreeFile, writeTree } from "./files.ts";
 export { labelsFromControls, recordLabels } from "./labels.ts";

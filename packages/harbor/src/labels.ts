@@ -5,19 +5,40 @@ import { parseTaskToml } from "./task-toml.ts";
 
 /** Repo2RLEnv labels after our controls: verified, or needs_repair with a reason code per failure. */
 export function labelsFromControls(controls: ControlResults): EvaluationLabels {
-  const reasonCodes = controls.runs
-    .filter((run) => !run.passed)
-    .map(
-      (run) =>
-        `${run.control}_${run.reward === null ? "environment_failure" : run.control === "oracle" ? "failed" : "passed"}`,
-    );
+  const reasonCodes = [
+    ...new Set(
+      controls.runs
+        .filter((run) => !run.passed)
+        .map(
+          (run) =>
+            `${run.control}_${run.reward === null ? "environment_failure" : run.control === "oracle" ? "failed" : "passed"}`,
+        ),
+    ),
+    ...controls.flaky.map((control) => `${control}_flaky`),
+  ];
   return {
     status: controls.passed ? "verified" : "needs_repair",
     stage: "controls",
     reasonCodes,
     provenance: "bridle tasks validate",
-    evidence: controls.runs.map((run) => `${run.control}: reward ${run.reward} (${run.message})`).join("; "),
+    evidence: evidenceOf(controls),
   };
+}
+
+/**
+ * Each control's reward and message: once when its runs agree (the same line for one run or
+ * several, so a re-check does not rewrite an unchanged task.toml), every run when they differ.
+ */
+function evidenceOf(controls: ControlResults): string {
+  return (["oracle", "nop"] as const)
+    .flatMap((control) => {
+      const runs = controls.runs.filter((r) => r.control === control);
+      const agree = runs.every((r) => r.reward === runs[0]?.reward && r.message === runs[0]?.message);
+      return (agree ? runs.slice(0, 1) : runs).map(
+        (run) => `${control}${agree ? "" : ` #${run.attempt}`}: reward ${run.reward} (${run.message})`,
+      );
+    })
+    .join("; ");
 }
 
 const quote = (text: string) => JSON.stringify(text);

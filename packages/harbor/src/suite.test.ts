@@ -15,8 +15,11 @@ describe("the bundled task suite", () => {
     for (const verdict of verdicts) {
       expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
         ["oracle", 1],
+        ["oracle", 1],
+        ["nop", 0],
         ["nop", 0],
       ]);
+      expect(verdict.controls?.flaky).toEqual([]);
       expect(verdict.labels).toMatchObject({ status: "verified", stage: "controls", reasonCodes: [] });
     }
   }, 300_000);

@@ -1,6 +1,6 @@
 import { basename } from "node:path";
 import type { ControlResults, TaskVerdict } from "@bridle/contracts";
-import { runControls } from "./controls.ts";
+import { controlProblems, runControls } from "./controls.ts";
 import { labelsFromControls } from "./labels.ts";
 import { findTaskDirs, type HarborTask, loadTask } from "./load.ts";
 
@@ -12,6 +12,13 @@ export interface ValidateOptions {
   baseDir?: string;
   /** Variables of the user's environment that tasks' `${VAR}` references may read. */
   allowedEnv?: readonly string[];
+  /** Runs of each control (2 by default); differing rewards flag the verifier as flaky. */
+  repeats?: number;
+  /**
+   * Controls already passed by this very content (same hash, at least as many repeats), reused
+   * instead of running again: an unchanged task need not be checked twice.
+   */
+  passedBefore?: (task: HarborTask) => ControlResults | null | undefined;
   /** Called as each task's verdict is known, in completion order. */
   onVerdict?: (verdict: TaskVerdict, task: HarborTask | null) => void | Promise<void>;
 }
@@ -50,6 +57,7 @@ export async function validateTask(
         notes: [],
         imported: false,
         controls: null,
+        controlsReused: false,
         labels: null,
       },
       task: null,
@@ -57,9 +65,16 @@ export async function validateTask(
   }
   const { task } = loaded;
   let controls: ControlResults | null = null;
-  if (options.controls !== false) {
+  let controlsReused = false;
+  const repeats = options.repeats ?? 2;
+  const before = options.controls !== false ? options.passedBefore?.(task) : undefined;
+  if (before?.passed && before.hash === task.hash && before.repeats >= repeats) {
+    controls = before;
+    controlsReused = true;
+  } else if (options.controls !== false) {
     try {
       controls = await runControls(task, {
+        repeats,
         ...(options.baseDir ? { baseDir: options.baseDir } : {}),
         ...(options.allowedEnv ? { allowedEnv: options.allowedEnv } : {}),
       });
@@ -74,13 +89,14 @@ export async function validateTask(
           notes: task.notes,
           imported: false,
           controls: null,
+          controlsReused: false,
           labels: task.labels,
         },
         task,
       };
     }
   }
-  const problems = controls ? controls.runs.filter((r) => !r.passed).map((r) => r.message) : [];
+  const problems = controls ? controlProblems(controls) : [];
   return {
     verdict: {
       id: task.id,
@@ -90,6 +106,7 @@ export async function validateTask(
       notes: task.notes,
       imported: false,
       controls,
+      controlsReused,
       labels: controls ? labelsFromControls(controls) : task.labels,
     },
     task,
@@ -118,6 +135,7 @@ export async function validateFolder(path: string, options: ValidateOptions = {}
         notes: [],
         imported: false,
         controls: null,
+        controlsReused: false,
         labels: null,
       };
       await options.onVerdict?.(verdict, null);

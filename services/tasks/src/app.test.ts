@@ -74,6 +74,22 @@ describe("the tasks service", () => {
     ]);
   });
 
+  it("imports unchanged content again without re-running the controls it passed, and re-checks a failure", async () => {
+    const again = (await (await post("/v1/tasks/import", { path: join(dir, "import") })).json()) as ImportResult;
+    const byId = Object.fromEntries(again.verdicts.map((v) => [v.id, v]));
+    for (const id of picked) {
+      expect(byId[id]).toMatchObject({ ok: true, imported: true, controlsReused: true });
+      expect(byId[id]?.controls?.repeats).toBe(2);
+    }
+    expect(byId["broken-solution"]).toMatchObject({ ok: false, controlsReused: false });
+    // Asking for more runs than it passed checks it again.
+    const more = (await (
+      await post("/v1/tasks/import", { path: join(dir, "import", "repair-median"), controlRepeats: 3 })
+    ).json()) as ImportResult;
+    expect(more.verdicts[0]).toMatchObject({ ok: true, controlsReused: false });
+    expect(more.verdicts[0]?.controls?.runs).toHaveLength(6);
+  });
+
   it("lists and filters tasks", async () => {
     const all = (await (await app.request("/v1/tasks")).json()) as { tasks: TaskSummary[] };
     expect(all.tasks.map((t) => t.id)).toEqual([...picked, "broken-solution"].sort());

@@ -9,6 +9,8 @@ export interface ImportOptions {
   heldOutRatio: number;
   parallel: number;
   runControls: boolean;
+  /** Runs of each control; a task whose content already passed as many is not checked again. */
+  controlRepeats?: number;
   sandboxDir?: string | undefined;
   /** Variables of the user's environment that tasks' `${VAR}` references may read. */
   allowedEnv?: readonly string[];
@@ -22,6 +24,8 @@ export async function importTasks(path: string, options: ImportOptions): Promise
   return validateFolder(path, {
     parallel: options.parallel,
     controls: options.runControls,
+    repeats: options.controlRepeats ?? 2,
+    passedBefore: (task) => options.store.get(task.id)?.controls,
     ...(options.sandboxDir ? { baseDir: options.sandboxDir } : {}),
     ...(options.allowedEnv ? { allowedEnv: options.allowedEnv } : {}),
     onVerdict: (verdict, task) => {

@@ -1,16 +1,16 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type {
-  AgentTask,
-  Calibration,
+import {
+  type AgentTask,
+  type Calibration,
   ControlResults,
-  EvaluationLabels,
-  TaskCategory,
-  TaskFile,
-  TaskListQuery,
-  TaskSplit,
-  TaskSummary,
-  VerifierBundle,
+  type EvaluationLabels,
+  type TaskCategory,
+  type TaskFile,
+  type TaskListQuery,
+  type TaskSplit,
+  type TaskSummary,
+  type VerifierBundle,
 } from "@bridle/contracts";
 import type { HarborTask, TaskToml, TreeFile } from "@bridle/harbor";
 import Database from "better-sqlite3";
@@ -90,7 +90,8 @@ const toSummary = (row: Row, calibrations: Calibration[] = []): TaskSummary => (
   tier: row.tier ?? null,
   impossible: row.impossible === 1,
   labels: row.labels ? (JSON.parse(row.labels) as EvaluationLabels) : null,
-  controls: row.controls ? (JSON.parse(row.controls) as ControlResults) : null,
+  // Parsed through the schema: rows written before repeats existed read as one run of each control.
+  controls: row.controls ? ControlResults.parse(JSON.parse(row.controls)) : null,
   calibrations: calibrations.filter((c) => c.taskHash === row.hash),
   agentTimeoutSec: row.agent_timeout_sec,
   verifierTimeoutSec: row.verifier_timeout_sec,

@@ -35,7 +35,8 @@ describe("bridle tasks validate", () => {
     expect(lines).toContain(
       "FAIL  wrong-solution: oracle scored 0, expected 1: the reference solution does not pass the tests",
     );
-    expect(lines.some((l) => /^ok {4}good {2}\(oracle 1, nop 0, [\d.]+ s\)$/.test(l))).toBe(true);
+    // Each control runs twice by default: one reward per run.
+    expect(lines.some((l) => /^ok {4}good {2}\(oracle 1 1, nop 0 0, [\d.]+ s\)$/.test(l))).toBe(true);
     expect(lines).toContain("tasks: 1 passed, 2 failed");
     expect(run.status).toBe(1);
   });

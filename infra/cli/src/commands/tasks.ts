@@ -17,16 +17,20 @@ export interface TasksFlags {
   json?: boolean | undefined;
   "no-record"?: boolean | undefined;
   parallel?: string | undefined;
+  repeat?: string | undefined;
   "schema-only"?: boolean | undefined;
   "no-controls"?: boolean | undefined;
 }
 
-export const tasksUsage = `  tasks validate <dir> [--no-record] [--parallel N] [--schema-only] [--json]
-                     check Harbor task folders: schema, then the oracle and nop controls in the
-                     sandbox; one verdict per task; records the resulting labels in
-                     each task.toml under [metadata.repo2env.evaluation] (not with --no-record)
-  tasks import <dir> [--no-controls] [--json]
-                     import task folders into the running tasks service (controls run there)
+export const tasksUsage = `  tasks validate <dir> [--no-record] [--parallel N] [--repeat 2] [--schema-only] [--json]
+                     check Harbor task folders (found at any depth): schema, then the oracle and
+                     nop controls in the sandbox, each run --repeat times (a verifier whose reward
+                     differs between runs is flagged flaky); one verdict per task; records the
+                     resulting labels in each task.toml under [metadata.repo2env.evaluation]
+                     (not with --no-record)
+  tasks import <dir> [--no-controls] [--repeat 2] [--json]
+                     import task folders into the running tasks service (controls run there;
+                     content that already passed them is not checked again)
   tasks list [--json] list the tasks in the registry, with each one's measured base success
   tasks calibrate [--attempts 8] [--temperature 0.8] [--harness pi] [--split train|held-out]
         [--tier TIER] [--tasks ID,ID] [--max-turns 5]
@@ -39,14 +43,31 @@ type Say = (line: string) => void;
 /** Model calls per calibration rollout: `bridle experiment --full`'s budget. */
 export const CALIBRATION_MAX_TURNS = 5;
 
-/** One line per task: `ok`, or every problem found. */
-function verdictLine(v: TaskVerdict): string {
-  const runs = v.controls?.runs.map((r) => `${r.control} ${r.reward ?? "null"}`).join(", ");
-  const seconds = v.controls
-    ? ` ${(v.controls.runs.reduce((s, r) => s + r.durationMs, 0) / 1000).toFixed(1)} s`
+/** Runs of each control, from `--repeat`. */
+function repeatsOf(flags: TasksFlags): number {
+  const repeats = Number(flags.repeat ?? 2);
+  if (!Number.isInteger(repeats) || repeats < 1 || repeats > 10)
+    throw new Error(`--repeat must be an integer from 1 to 10, got ${flags.repeat}`);
+  return repeats;
+}
+
+/**
+ * One line per task: `ok` with each control's rewards (one per run) and the time they took, or
+ * every problem found.
+ */
+export function verdictLine(v: TaskVerdict): string {
+  const c = v.controls;
+  const rewards = (control: "oracle" | "nop") =>
+    `${control} ${c?.runs
+      .filter((r) => r.control === control)
+      .map((r) => r.reward ?? "none")
+      .join(" ")}`;
+  const seconds = c ? (c.runs.reduce((s, r) => s + r.durationMs, 0) / 1000).toFixed(1) : "";
+  const runs = c
+    ? `  (${rewards("oracle")}, ${rewards("nop")}, ${v.controlsReused ? `passed before, checked ${c.checkedAt}` : `${seconds} s`})`
     : "";
   const notes = v.notes.map((n) => `\n        note: ${n}`).join("");
-  if (v.ok) return `ok    ${v.id}${runs ? `  (${runs},${seconds})` : ""}${notes}`;
+  if (v.ok) return `ok    ${v.id}${runs}${notes}`;
   return `FAIL  ${v.id}: ${v.problems.join("; ")}${notes}`;
 }
 
@@ -69,14 +90,16 @@ async function validate(dir: string, flags: TasksFlags, say: Say, allowedEnv: st
     throw new Error(`--parallel must be an integer from 1 to 16, got ${flags.parallel}`);
   }
   const controls = flags["schema-only"] !== true;
+  const repeats = repeatsOf(flags);
   let recorded = 0;
   if (!flags.json)
     say(
-      `validating ${resolve(dir)}${controls ? " (schema, then oracle and nop controls in the sandbox)" : " (schema only)"}`,
+      `validating ${resolve(dir)}${controls ? ` (schema, then the oracle and nop controls in the sandbox, ${repeats} run${repeats === 1 ? "" : "s"} of each)` : " (schema only)"}`,
     );
   const verdicts = await validateFolder(dir, {
     parallel,
     controls,
+    repeats,
     allowedEnv,
     onVerdict: async (verdict, task) => {
       if (
@@ -101,7 +124,11 @@ async function importDir(config: StackConfig, dir: string, flags: TasksFlags, sa
   if (!flags.json) say(`importing ${resolve(dir)} into the tasks service`);
   const result = await callJson(url, {
     schema: ImportResult,
-    body: { path: resolve(dir), runControls: flags["no-controls"] !== true },
+    body: {
+      path: resolve(dir),
+      runControls: flags["no-controls"] !== true,
+      controlRepeats: repeatsOf(flags),
+    },
     timeoutMs: 3_600_000,
   });
   if (flags.json) say(JSON.stringify(result, null, 2));

@@ -145,6 +145,7 @@ export function taskRoutes(deps: TaskRouteDeps) {
             heldOutRatio: deps.heldOutRatio,
             parallel: deps.controlParallel,
             runControls: body.runControls,
+            controlRepeats: body.controlRepeats,
             sandboxDir: deps.sandboxDir,
             allowedEnv: deps.allowedEnv ?? [],
           });

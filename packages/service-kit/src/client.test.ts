@@ -14,6 +14,15 @@ beforeAll(async () => {
       res.end(JSON.stringify(body));
     };
     if (req.url === "/ok") return send(200, { n: 1 });
+    if (req.url === "/slow") return void setTimeout(() => send(200, { n: 2 }), 1_500);
+    if (req.method === "POST" && req.url === "/echo") {
+      const parts: Buffer[] = [];
+      req.on("data", (c: Buffer) => parts.push(c));
+      req.on("end", () =>
+        send(200, { n: (JSON.parse(Buffer.concat(parts).toString()) as { n: number }).n + 1 }),
+      );
+      return;
+    }
     if (req.url === "/wrong-shape") return send(200, { n: "one" });
     if (req.url === "/bad")
       return send(400, { error: { code: "invalid_request", message: "no", retryable: false } });
@@ -47,6 +56,27 @@ describe("callJson", () => {
       status: 503,
       retryable: true,
     });
+  });
+
+  it("sends a JSON body and reads the answer", async () => {
+    expect(await callJson(`${base}/echo`, { schema, body: { n: 41 } })).toEqual({ n: 42 });
+  });
+
+  it("waits as long as its own timeout says, and names that timeout when it runs out", async () => {
+    // Only the caller's timeout bounds a call (fetch's client would cut any answer after 300 s).
+    expect(await callJson(`${base}/slow`, { schema, timeoutMs: 5_000 })).toEqual({ n: 2 });
+    await expect(callJson(`${base}/slow`, { schema, timeoutMs: 300 })).rejects.toMatchObject({
+      code: "unreachable",
+      retryable: true,
+      message: `cannot reach ${base}/slow: no answer within 300 ms`,
+    });
+  });
+
+  it("stops when the caller's signal aborts", async () => {
+    const error = await callJson(`${base}/slow`, { schema, signal: AbortSignal.timeout(100) }).catch(
+      (err: unknown) => err,
+    );
+    expect(error).toMatchObject({ code: "unreachable", retryable: true });
   });
 
   it("reports an unreachable service as retryable", async () => {

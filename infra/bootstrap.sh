@@ -97,6 +97,20 @@ if ! current harnesses "$harness_key" || [[ ! -x "$home/harnesses/node_modules/.
   (cd "$home/harnesses" && npm install --silent --no-fund --no-audit)
   record harnesses "$harness_key"
 fi
+toolchain_key=$(hash_of "$root/infra/python/verifier-tools.lock")
+if ! current toolchain "$toolchain_key" || [[ ! -x "$home/toolchain/bin/pytest" ]]; then
+  step "installing the verifier toolchain (pytest and the plugins Harbor tasks pin)"
+  rm -rf "$home/toolchain"
+  mkdir -p "$home/toolchain/bin"
+  pip_in "$venv/bin/python" install --no-deps --target "$home/toolchain/python" -r "$root/infra/python/verifier-tools.lock"
+  # Inside the sandbox the system's python3 runs it: entry points written by pip would name this
+  # host's interpreter, so the commands are written here.
+  for name in pytest py.test; do
+    printf '#!/bin/sh\nexec python3 -m pytest "$@"\n' >"$home/toolchain/bin/$name"
+    chmod 755 "$home/toolchain/bin/$name"
+  done
+  record toolchain "$toolchain_key"
+fi
 hermes_key=$(hash_of "$root/infra/python/hermes.lock")
 if ! current hermes "$hermes_key" || [[ ! -x "$home/hermes-venv/bin/hermes" ]]; then
   step "installing the Hermes harness"

@@ -93,7 +93,9 @@ describe("controls catch bad tasks", () => {
     const control = verdict.controls?.flaky[0];
     expect(verdict.problems).toContainEqual(
       expect.stringMatching(
-        new RegExp(`^${control}: the verifier gave different rewards on 8 identical runs \\(([01], ){7}[01]\\)`),
+        new RegExp(
+          `^${control}: the verifier gave different rewards on 8 identical runs \\(([01], ){7}[01]\\)`,
+        ),
       ),
     );
     expect(verdict.labels?.reasonCodes).toContain(`${control}_flaky`);

@@ -11,6 +11,8 @@ export interface ControlOptions {
   allowedEnv?: readonly string[];
   /** Runs of each control (2 by default): a verifier whose reward differs between them is flaky. */
   repeats?: number;
+  /** The verifier toolchain on the host (see TestRunOptions.toolchain). */
+  toolchain?: string | undefined;
 }
 
 /** Starts a sandbox on a fresh copy of the task's environment. */
@@ -46,6 +48,7 @@ const testOptions = (task: HarborTask, options: ControlOptions) => ({
   allowedEnv: options.allowedEnv ?? [],
   memoryMb: task.toml.environment.memory_mb,
   cpus: task.toml.environment.cpus,
+  toolchain: options.toolchain,
 });
 
 /** The oracle control: run the reference solution as the agent phase, then the tests; must score 1. */

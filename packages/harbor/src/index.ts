@@ -7,4 +7,4 @@ export { findTaskDirs, type HarborTask, type LoadResult, loadTask } from "./load
 export { splitFor } from "./split.ts";
 export { labelsOf, parseTaskToml, TaskToml } from "./task-toml.ts";
 export { mapBounded, type ValidateOptions, validateFolder, validateTask } from "./validate.ts";
-export { runTests, type TestRunOptions } from "./verify.ts";
+export { runTests, type TestRunOptions, TOOLCHAIN_DIR } from "./verify.ts";

@@ -11,11 +11,14 @@ import {
 import { missingTools } from "@bridle/sandbox";
 import { hashTree, readTree, type TreeFile } from "./files.ts";
 import { labelsOf, parseTaskToml, type TaskToml } from "./task-toml.ts";
+import { readTb1 } from "./tb1.ts";
 
 /** A Harbor task folder that passed schema validation. */
 export interface HarborTask {
   id: string;
   dir: string;
+  /** The folder's layout: Harbor's (task.toml), or Terminal-Bench 1's (task.yaml), read as it is. */
+  format: "harbor" | "terminal-bench-1";
   hash: string;
   category: TaskCategory;
   splitOverride: TaskSplit | undefined;
@@ -61,6 +64,7 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
     return { ok: false, id, dir, problems: [...problems, (err as Error).message] };
   }
   const file = (path: string) => files.find((f) => f.path === path);
+  if (!file("task.toml") && file("task.yaml")) return loadTb1(id, dir, files, problems);
 
   const instruction = file("instruction.md")?.content.toString("utf8") ?? "";
   if (!file("instruction.md")) problems.push("instruction.md: missing");
@@ -89,6 +93,7 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
     task: {
       id,
       dir,
+      format: "harbor",
       hash: hashTree(files),
       category: categoryName(toml.metadata.category),
       splitOverride: toml.metadata.split,
@@ -104,8 +109,41 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
   };
 }
 
+/**
+ * A Terminal-Bench 1 folder (task.yaml, no task.toml): its parts read as a Harbor task's, with a
+ * task.toml and a verifier of Bridle's own (see tb1.ts); the folder itself is left as it is.
+ */
+function loadTb1(id: string, dir: string, files: TreeFile[], idProblems: string[]): LoadResult {
+  const read = readTb1(files);
+  if (!read.ok) return { ok: false, id, dir, problems: [...idProblems, ...read.problems] };
+  const parsed = parseTaskToml(read.tomlText);
+  const problems = [...idProblems, ...(parsed.ok ? [] : parsed.problems)];
+  if (problems.length > 0 || !parsed.ok) return { ok: false, id, dir, problems };
+  const { toml } = parsed;
+  return {
+    ok: true,
+    task: {
+      id,
+      dir,
+      format: "terminal-bench-1",
+      hash: hashTree(files),
+      category: categoryName(toml.metadata.category),
+      splitOverride: undefined,
+      instruction: read.instruction,
+      toml,
+      // The settings came from task.yaml: say so in what is noted about them.
+      notes: [...read.notes, ...parsed.notes.map((n) => n.replace(/^task\.toml: metadata\./, "task.yaml: "))],
+      labels: null,
+      files,
+      environment: read.environment,
+      tests: read.tests,
+      solution: read.solution,
+    },
+  };
+}
+
 const looksLikeTask = (dir: string) =>
-  ["task.toml", "instruction.md", "tests"].some((name) => existsSync(join(dir, name)));
+  ["task.toml", "task.yaml", "instruction.md", "tests"].some((name) => existsSync(join(dir, name)));
 
 /** How deep below the named folder task folders are looked for (a dataset's `tasks/<org>/<task>`). */
 const MAX_DEPTH = 6;

@@ -14,6 +14,8 @@ export interface ValidateOptions {
   allowedEnv?: readonly string[];
   /** Runs of each control (2 by default); differing rewards flag the verifier as flaky. */
   repeats?: number;
+  /** The verifier toolchain on the host (see TestRunOptions.toolchain). */
+  toolchain?: string | undefined;
   /**
    * Controls already passed by this very content (same hash, at least as many repeats), reused
    * instead of running again: an unchanged task need not be checked twice.
@@ -75,6 +77,7 @@ export async function validateTask(
     try {
       controls = await runControls(task, {
         repeats,
+        toolchain: options.toolchain,
         ...(options.baseDir ? { baseDir: options.baseDir } : {}),
         ...(options.allowedEnv ? { allowedEnv: options.allowedEnv } : {}),
       });

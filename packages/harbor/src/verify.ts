@@ -1,7 +1,8 @@
+import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { VerifierOutcome } from "@bridle/contracts";
-import type { Sandbox } from "@bridle/sandbox";
+import { SANDBOX_PATH, type Sandbox } from "@bridle/sandbox";
 import { resolveTaskEnv } from "./env.ts";
 import { type TreeFile, writeTree } from "./files.ts";
 
@@ -16,6 +17,26 @@ export interface TestRunOptions {
   memoryMb?: number | undefined;
   maxPids?: number;
   cpus?: number | undefined;
+  /**
+   * The verifier toolchain on the host (`<BRIDLE_HOME>/toolchain`: pytest and the plugins Harbor
+   * tasks pin, installed with Bridle), shown read-only to the tests only, as TOOLCHAIN_DIR.
+   */
+  toolchain?: string | undefined;
+}
+
+/** Where the verifier toolchain appears inside the sandbox, during verification only. */
+export const TOOLCHAIN_DIR = "/opt/bridle/toolchain";
+
+/** The tests' view of the toolchain: its mount, and the PATH and PYTHONPATH that find it. */
+function toolchainFor(host: string | undefined): {
+  mounts: { source: string; target: string }[];
+  env: Record<string, string>;
+} {
+  if (!host || !existsSync(host)) return { mounts: [], env: {} };
+  return {
+    mounts: [{ source: host, target: TOOLCHAIN_DIR }],
+    env: { PATH: `${SANDBOX_PATH}:${TOOLCHAIN_DIR}/bin`, PYTHONPATH: `${TOOLCHAIN_DIR}/python` },
+  };
 }
 
 type Reward = { value: number; details?: Record<string, number> } | { error: string };
@@ -76,12 +97,15 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
   const tests = await sandbox.scratch("tests");
   const logs = await sandbox.scratch("verifier-logs");
   await writeTree(tests, options.tests);
+  const toolchain = toolchainFor(options.toolchain);
   const run = await sandbox.run(["bash", "/tests/test.sh"], {
     timeoutMs: options.timeoutSec * 1000,
-    env: env.env,
+    // The task's own variables last: a task that sets PATH or PYTHONPATH keeps its own.
+    env: { ...toolchain.env, ...env.env },
     mounts: [
       { source: tests, target: "/tests", writable: true },
       { source: logs, target: "/logs/verifier", writable: true },
+      ...toolchain.mounts,
     ],
     ...(options.memoryMb === undefined ? {} : { memoryMb: options.memoryMb }),
     ...(options.maxPids === undefined ? {} : { maxPids: options.maxPids }),

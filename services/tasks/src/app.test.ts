@@ -75,7 +75,9 @@ describe("the tasks service", () => {
   });
 
   it("imports unchanged content again without re-running the controls it passed, and re-checks a failure", async () => {
-    const again = (await (await post("/v1/tasks/import", { path: join(dir, "import") })).json()) as ImportResult;
+    const again = (await (
+      await post("/v1/tasks/import", { path: join(dir, "import") })
+    ).json()) as ImportResult;
     const byId = Object.fromEntries(again.verdicts.map((v) => [v.id, v]));
     for (const id of picked) {
       expect(byId[id]).toMatchObject({ ok: true, imported: true, controlsReused: true });

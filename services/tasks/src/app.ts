@@ -10,6 +10,8 @@ export interface TasksDeps {
   sandboxDir?: string | undefined;
   /** Variables of the user's environment that tasks' `${VAR}` references may read. */
   allowedEnv?: readonly string[];
+  /** The verifier toolchain on this host, shown read-only to the tests. */
+  toolchain?: string | undefined;
   bodyLimitBytes?: number;
 }
 

@@ -10,6 +10,10 @@ export const TasksEnv = BaseEnv.extend({
     .string()
     .optional()
     .describe("Where control sandboxes are made; the temp folder if unset"),
+  VERIFIER_TOOLCHAIN: z
+    .string()
+    .optional()
+    .describe("The verifier toolchain (pytest and the plugins Harbor tasks pin), shown to tests read-only"),
   TASK_ENV_ALLOW: EnvNames.describe("Variables that the $VAR references of tasks may read, comma-separated"),
 });
 export type TasksEnv = z.infer<typeof TasksEnv>;

@@ -14,6 +14,8 @@ export interface ImportOptions {
   sandboxDir?: string | undefined;
   /** Variables of the user's environment that tasks' `${VAR}` references may read. */
   allowedEnv?: readonly string[];
+  /** The verifier toolchain on this host, shown read-only to the tests. */
+  toolchain?: string | undefined;
 }
 
 /**
@@ -28,6 +30,7 @@ export async function importTasks(path: string, options: ImportOptions): Promise
     passedBefore: (task) => options.store.get(task.id)?.controls,
     ...(options.sandboxDir ? { baseDir: options.sandboxDir } : {}),
     ...(options.allowedEnv ? { allowedEnv: options.allowedEnv } : {}),
+    toolchain: options.toolchain,
     onVerdict: (verdict, task) => {
       if (!task) {
         options.log.warn({ task: verdict.id, problems: verdict.problems }, "task skipped");

@@ -13,6 +13,7 @@ const app = createTasksApp({
   controlParallel: env.TASKS_CONTROL_PARALLEL,
   sandboxDir: env.TASKS_SANDBOX_DIR,
   allowedEnv: env.TASK_ENV_ALLOW,
+  toolchain: env.VERIFIER_TOOLCHAIN,
   bodyLimitBytes: env.BODY_LIMIT_BYTES,
 });
 serveApp(app, { host: env.HOST, port: env.PORT, log, onShutdown: () => store.close() });

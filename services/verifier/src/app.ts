@@ -12,6 +12,8 @@ export interface VerifierDeps {
   sandboxDir?: string | undefined;
   /** Variables of the user's environment that tasks' `${VAR}` references may read. */
   allowedEnv?: readonly string[];
+  /** The verifier toolchain on this host, shown read-only to the tests. */
+  toolchain?: string | undefined;
   bodyLimitBytes?: number;
 }
 
@@ -34,6 +36,7 @@ export function createVerifierApp(deps: VerifierDeps) {
       memoryMb: deps.memoryMb,
       sandboxDir: deps.sandboxDir,
       allowedEnv: deps.allowedEnv ?? [],
+      toolchain: deps.toolchain,
     }),
   );
   return app;

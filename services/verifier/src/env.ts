@@ -9,6 +9,10 @@ export const VerifierEnv = BaseEnv.extend({
   VERIFIER_SANDBOX_DIR: z.string().optional().describe("Where sandboxes are made; the temp folder if unset"),
   REWARD_W: z.coerce.number().min(0).default(0.1),
   REWARD_BUDGET: z.coerce.number().positive().default(15),
+  VERIFIER_TOOLCHAIN: z
+    .string()
+    .optional()
+    .describe("The verifier toolchain (pytest and the plugins Harbor tasks pin), shown to tests read-only"),
   TASK_ENV_ALLOW: EnvNames.describe("Variables that the $VAR references of tasks may read, comma-separated"),
 });
 export type VerifierEnv = z.infer<typeof VerifierEnv>;

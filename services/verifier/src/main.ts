@@ -18,6 +18,7 @@ const app = createVerifierApp({
   memoryMb: env.VERIFIER_MEMORY_MB,
   sandboxDir: env.VERIFIER_SANDBOX_DIR,
   allowedEnv: env.TASK_ENV_ALLOW,
+  toolchain: env.VERIFIER_TOOLCHAIN,
   bodyLimitBytes: env.BODY_LIMIT_BYTES,
 });
 serveApp(app, { host: env.HOST, port: env.PORT, log });

@@ -21,6 +21,8 @@ export interface VerifyDeps {
   sandboxDir?: string | undefined;
   /** Variables of the user's environment that tasks' `${VAR}` references may read. */
   allowedEnv?: readonly string[];
+  /** The verifier toolchain on this host, shown read-only to the tests. */
+  toolchain?: string | undefined;
 }
 
 async function bundleFor(deps: VerifyDeps, taskId: string): Promise<VerifierBundle> {
@@ -77,6 +79,7 @@ export async function verify(deps: VerifyDeps, request: VerificationRequest): Pr
         rewardKey: bundle.rewardKey ?? undefined,
         allowedEnv: deps.allowedEnv ?? [],
         memoryMb: deps.memoryMb,
+        toolchain: deps.toolchain,
       });
     } finally {
       await sandbox.dispose();

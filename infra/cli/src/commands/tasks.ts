@@ -1,4 +1,4 @@
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { type EvaluationLabels, ImportResult, type TaskSummary, type TaskVerdict } from "@bridle/contracts";
 import { recordLabels, validateFolder } from "@bridle/harbor";
 import { callJson } from "@bridle/service-kit";
@@ -84,7 +84,13 @@ function summary(verdicts: TaskVerdict[], say: Say): number {
   return failed === 0 ? 0 : 1;
 }
 
-async function validate(dir: string, flags: TasksFlags, say: Say, allowedEnv: string[]): Promise<number> {
+async function validate(
+  dir: string,
+  flags: TasksFlags,
+  say: Say,
+  allowedEnv: string[],
+  toolchain: string,
+): Promise<number> {
   const parallel = Number(flags.parallel ?? 2);
   if (!Number.isInteger(parallel) || parallel < 1 || parallel > 16) {
     throw new Error(`--parallel must be an integer from 1 to 16, got ${flags.parallel}`);
@@ -101,9 +107,12 @@ async function validate(dir: string, flags: TasksFlags, say: Say, allowedEnv: st
     controls,
     repeats,
     allowedEnv,
+    toolchain,
     onVerdict: async (verdict, task) => {
       if (
         !flags["no-record"] &&
+        // Labels live in task.toml; a Terminal-Bench 1 folder has none and is left as it is.
+        task?.format === "harbor" &&
         verdict.controls &&
         verdict.labels &&
         !sameLabels(task?.labels, verdict.labels)
@@ -211,7 +220,7 @@ export async function tasksCommand(
   if (action === "import" && dir) return importDir(config, dir, flags, say);
   if (action === "validate" && dir) {
     try {
-      return await validate(dir, flags, say, config.taskEnvAllow);
+      return await validate(dir, flags, say, config.taskEnvAllow, join(config.home, "toolchain"));
     } catch (err) {
       // A bad path or flag: say what is wrong, without a stack trace.
       process.stderr.write(`bridle: ${(err as Error).message}\n`);

@@ -24,6 +24,8 @@ export interface TaskRouteDeps {
   sandboxDir?: string | undefined;
   /** Variables of the user's environment that tasks' `${VAR}` references may read. */
   allowedEnv?: readonly string[];
+  /** The verifier toolchain on this host, shown read-only to the tests. */
+  toolchain?: string | undefined;
 }
 
 const json = <T extends z.ZodType>(description: string, schema: T) => ({
@@ -148,6 +150,7 @@ export function taskRoutes(deps: TaskRouteDeps) {
             controlRepeats: body.controlRepeats,
             sandboxDir: deps.sandboxDir,
             allowedEnv: deps.allowedEnv ?? [],
+            toolchain: deps.toolchain,
           });
         } catch (err) {
           throw httpError(400, "invalid_path", (err as Error).message, {

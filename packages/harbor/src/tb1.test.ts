@@ -1,0 +1,195 @@
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { findTaskDirs, loadTask, validateTask } from "./index.ts";
+
+let dir: string;
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
+/** The verifier toolchain the install made (`./bridle test` runs the install first). */
+const toolchain = join(process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle"), "toolchain");
+const check = { repeats: 1, toolchain };
+
+/**
+ * A task in Terminal-Bench 1's layout (task.yaml, run-tests.sh, solution.sh, tests/, Dockerfile),
+ * written for this test; `change` alters one file of it.
+ */
+async function tb1Task(name: string, files: Record<string, string> = {}): Promise<string> {
+  const task = join(dir, name);
+  const all: Record<string, string> = {
+    "task.yaml": [
+      "instruction: |-",
+      "  Write the word hello into greeting.txt in the current folder, and nothing else.",
+      "author_name: Bridle",
+      "author_email: tasks@bridle.invalid",
+      "difficulty: easy",
+      "category: file-operations",
+      "tags:",
+      "  - files",
+      "  - shell",
+      "parser_name: pytest",
+      "max_agent_timeout_sec: 60",
+      "max_test_timeout_sec: 20",
+      "run_tests_in_same_shell: false",
+      "",
+    ].join("\n"),
+    Dockerfile: "FROM ghcr.io/example/t-bench/python-3-13:latest\nWORKDIR /app\nCOPY notes.txt /app/\n",
+    "docker-compose.yaml": "services:\n  client:\n    build: .\n",
+    "notes.txt": "remember to greet\n",
+    "run-tests.sh": '#!/bin/bash\npytest "$TEST_DIR/test_outputs.py" -rA\n',
+    "solution.sh": "#!/bin/bash\necho hello > greeting.txt\n",
+    "tests/test_outputs.py": [
+      "from pathlib import Path",
+      "",
+      "def test_greeting_exists():",
+      '    assert Path("/app/greeting.txt").exists()',
+      "",
+      "def test_greeting_says_hello():",
+      '    assert Path("/app/greeting.txt").read_text().strip() == "hello"',
+      "",
+    ].join("\n"),
+    ...files,
+  };
+  for (const [path, content] of Object.entries(all)) {
+    await mkdir(join(task, path, ".."), { recursive: true });
+    await writeFile(join(task, path), content);
+  }
+  return task;
+}
+
+beforeAll(async () => {
+  if (!existsSync(join(toolchain, "bin", "pytest")))
+    throw new Error(`no verifier toolchain at ${toolchain}: run the install (./bridle test does)`);
+  dir = await mkdtemp(join(tmpdir(), "bridle-tb1-"));
+});
+afterAll(async () => rm(dir, { recursive: true, force: true }));
+
+describe("a Terminal-Bench 1 task", () => {
+  it("is read as it is: instruction, metadata and timeouts from task.yaml, the other files as the workspace", async () => {
+    const folder = await tb1Task("greet");
+    const loaded = await loadTask(folder);
+    if (!loaded.ok) throw new Error(loaded.problems.join("; "));
+    const { task } = loaded;
+    expect(task.format).toBe("terminal-bench-1");
+    expect(task.instruction).toBe(
+      "Write the word hello into greeting.txt in the current folder, and nothing else.",
+    );
+    expect(task.category).toBe("file-operations");
+    expect(task.toml.metadata).toMatchObject({ difficulty: "easy", tags: ["files", "shell"] });
+    expect(task.toml.agent.timeout_sec).toBe(60);
+    expect(task.toml.verifier.timeout_sec).toBe(20);
+    expect(task.environment.map((f) => f.path)).toEqual(["notes.txt"]);
+    expect(task.tests.map((f) => f.path).sort()).toEqual(["run-tests.sh", "test.sh", "test_outputs.py"]);
+    expect(task.solution.map((f) => f.path)).toEqual(["solve.sh"]);
+    expect(task.notes).toContain("task.yaml: kept, not used by Bridle: run_tests_in_same_shell");
+    expect(task.notes.some((n) => n.startsWith("Dockerfile / docker-compose.yaml: not built"))).toBe(true);
+    expect(task.notes.some((n) => n.startsWith('task.yaml: category: "file-operations"'))).toBe(true);
+    // Nothing was written into the folder: it stays a Terminal-Bench 1 task.
+    expect((await readdir(folder)).sort()).toEqual([
+      "Dockerfile",
+      "docker-compose.yaml",
+      "notes.txt",
+      "run-tests.sh",
+      "solution.sh",
+      "task.yaml",
+      "tests",
+    ]);
+    expect(await findTaskDirs(dir)).toContain(folder);
+  });
+
+  it("passes both controls, scored from pytest's summary the way Terminal-Bench scores it", async () => {
+    const { verdict } = await validateTask(await tb1Task("greet-controls"), check);
+    expect(verdict.problems, JSON.stringify(verdict.controls?.runs)).toEqual([]);
+    expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
+      ["oracle", 1],
+      ["nop", 0],
+    ]);
+  });
+
+  it("scores 0 when one test of several fails", async () => {
+    const { verdict } = await validateTask(
+      await tb1Task("half-done", { "solution.sh": "#!/bin/bash\necho goodbye > greeting.txt\n" }),
+      check,
+    );
+    expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
+      ["oracle", 0],
+      ["nop", 0],
+    ]);
+  });
+
+  it("runs solution.yaml's commands in order when there is no solution.sh", async () => {
+    const folder = await tb1Task("yaml-solution", {
+      "solution.yaml": "- command: echo hel > part.txt\n- command: echo hello > greeting.txt\n",
+    });
+    await rm(join(folder, "solution.sh"));
+    const { verdict } = await validateTask(folder, check);
+    expect(verdict.controls?.runs.map((r) => r.reward)).toEqual([1, 0]);
+  });
+
+  it("is an environment failure, never a 0, when run-tests.sh prints no pytest summary", async () => {
+    const { verdict } = await validateTask(
+      await tb1Task("no-pytest", { "run-tests.sh": "#!/bin/bash\necho 'pytest: command not found'\n" }),
+      check,
+    );
+    expect(verdict.controls?.runs.map((r) => r.reward)).toEqual([null, null]);
+    expect(verdict.problems[0]).toMatch(/^oracle: environment failure: tests\/test\.sh exited 3/);
+  });
+
+  it("refuses a broken task.yaml or a missing solution, naming the file", async () => {
+    const bad = await loadTask(await tb1Task("bad-yaml", { "task.yaml": "instruction: [unclosed\n" }));
+    expect(bad.ok).toBe(false);
+    if (!bad.ok) expect(bad.problems[0]).toMatch(/^task\.yaml: line \d+, column \d+: /);
+    const folder = await tb1Task("no-solution", { "task.yaml": "max_test_timeout_sec: -1\n" });
+    await rm(join(folder, "solution.sh"));
+    const missing = await loadTask(folder);
+    expect(missing.ok).toBe(false);
+    if (!missing.ok)
+      expect(missing.problems).toEqual([
+        "task.yaml: instruction: missing (or descriptions with a `base` entry)",
+        "task.yaml: max_test_timeout_sec: a number of seconds from 0 to 86400, got -1",
+        "solution.sh: missing, and no solution.yaml (the oracle control runs it)",
+      ]);
+  });
+});
+
+describe("the verifier toolchain", () => {
+  it("gives a Harbor test.sh pytest and the ctrf plugin, during verification only", async () => {
+    const task = join(dir, "harbor-pytest");
+    await mkdir(join(task, "tests"), { recursive: true });
+    await mkdir(join(task, "solution"), { recursive: true });
+    await mkdir(join(task, "environment"), { recursive: true });
+    await writeFile(join(task, "instruction.md"), "Write the word hello into greeting.txt.\n");
+    await writeFile(join(task, "task.toml"), 'version = "1.0"\n[metadata]\ncategory = "build"\n');
+    await writeFile(join(task, "environment", "notes.txt"), "remember to greet\n");
+    await writeFile(
+      join(task, "solution", "solve.sh"),
+      "#!/bin/bash\n# pytest is not there for the agent phase\ncommand -v pytest && exit 1\necho hello > greeting.txt\n",
+    );
+    await writeFile(
+      join(task, "tests", "test_outputs.py"),
+      'from pathlib import Path\n\ndef test_hello():\n    assert Path("/app/greeting.txt").read_text().strip() == "hello"\n',
+    );
+    await writeFile(
+      join(task, "tests", "test.sh"),
+      [
+        "#!/bin/bash",
+        "mkdir -p /logs/verifier",
+        "if pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA; then",
+        "  echo 1 > /logs/verifier/reward.txt",
+        "else",
+        "  echo 0 > /logs/verifier/reward.txt",
+        "fi",
+        "test -s /logs/verifier/ctrf.json || echo 'no ctrf report' > /logs/verifier/reward.txt",
+        "",
+      ].join("\n"),
+    );
+    const { verdict } = await validateTask(task, check);
+    expect(verdict.problems).toEqual([]);
+    expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
+      ["oracle", 1],
+      ["nop", 0],
+    ]);
+  });
+});

@@ -1,0 +1,233 @@
+import { parse as parseYaml } from "yaml";
+import type { TreeFile } from "./files.ts";
+
+/**
+ * Terminal-Bench 1's task layout, read as it is: `task.yaml` (the instruction and metadata),
+ * `run-tests.sh` and `tests/` (the verifier), `solution.sh` or `solution.yaml` (the reference
+ * solution), and the task's other files. Bridle runs it as a Harbor task without changing a file
+ * of the folder: the instruction and settings become a `task.toml` of Bridle's own, and the
+ * verifier is the task's `run-tests.sh`, scored from its pytest summary the way Terminal-Bench's
+ * pytest parser scores it.
+ */
+
+/** Files of the layout that are not part of the agent's workspace. */
+const TASK_FILES = new Set([
+  "task.yaml",
+  "run-tests.sh",
+  "solution.sh",
+  "solution.yaml",
+  "Dockerfile",
+  "docker-compose.yaml",
+  "docker-compose.yml",
+  ".dockerignore",
+]);
+
+/** Terminal-Bench 1's defaults when task.yaml leaves them out. */
+const DEFAULT_AGENT_TIMEOUT_SEC = 180;
+const DEFAULT_TEST_TIMEOUT_SEC = 30;
+
+/** task.yaml keys that Bridle reads. */
+const READ_KEYS = new Set([
+  "instruction",
+  "descriptions",
+  "category",
+  "difficulty",
+  "tags",
+  "author_name",
+  "author_email",
+  "max_agent_timeout_sec",
+  "max_test_timeout_sec",
+  "parser_name",
+]);
+
+/**
+ * The verifier Bridle writes for a Terminal-Bench 1 task (`tests/test.sh` of the converted task):
+ * runs the task's own `run-tests.sh` as Terminal-Bench does (from the workspace, with TEST_DIR set
+ * to the tests' folder) and scores the "short test summary info" section of pytest's `-rA` output:
+ * 1 when every listed test passed (xfailed and skipped count as passed, as in Terminal-Bench),
+ * else 0. No summary at all means the tests never ran: no reward, so an environment failure.
+ */
+export const TB1_TEST_SH = `#!/bin/bash
+# Written by Bridle for a Terminal-Bench 1 task: runs the task's run-tests.sh and scores the
+# pytest summary it prints (1 when every listed test passed, else 0).
+export TEST_DIR=/tests
+mkdir -p /logs/verifier
+bash /tests/run-tests.sh 2>&1 | tee /logs/verifier/test-output.txt
+awk '
+  /short test summary info/ { summary = 1; next }
+  summary && $1 ~ /^(PASSED|XFAIL|SKIPPED)$/ { passed++ }
+  summary && $1 ~ /^(FAILED|XPASS|ERROR)$/ { failed++ }
+  END {
+    if (passed + failed == 0) {
+      print "bridle: run-tests.sh printed no pytest summary (short test summary info, from pytest -rA): the tests did not run" > "/dev/stderr"
+      exit 3
+    }
+    print (failed == 0 ? 1 : 0) > "/logs/verifier/reward.txt"
+  }
+' /logs/verifier/test-output.txt
+`;
+
+/** What Terminal-Bench runs when a task has no run-tests.sh: pytest over tests/test_outputs.py. */
+const DEFAULT_RUN_TESTS = `#!/bin/bash
+# Written by Bridle: Terminal-Bench 1's default for a task without run-tests.sh.
+if command -v pytest >/dev/null; then pytest "$TEST_DIR/test_outputs.py" -rA
+else python3 -m pytest "$TEST_DIR/test_outputs.py" -rA; fi
+`;
+
+export type Tb1Result =
+  | {
+      ok: true;
+      instruction: string;
+      /** A task.toml with the task's settings, parsed like any other. */
+      tomlText: string;
+      notes: string[];
+      environment: TreeFile[];
+      tests: TreeFile[];
+      solution: TreeFile[];
+    }
+  | { ok: false; problems: string[] };
+
+const text = (content: string): Buffer => Buffer.from(content, "utf8");
+const file = (path: string, content: string, mode = 0o755): TreeFile => ({
+  path,
+  mode,
+  content: text(content),
+});
+
+/** Reads a Terminal-Bench 1 task folder's files as the parts of a Harbor task. */
+export function readTb1(files: TreeFile[]): Tb1Result {
+  const problems: string[] = [];
+  const notes: string[] = [];
+  const byPath = (path: string) => files.find((f) => f.path === path);
+  let yaml: Record<string, unknown> = {};
+  try {
+    const parsed: unknown = parseYaml(byPath("task.yaml")?.content.toString("utf8") ?? "");
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+      problems.push("task.yaml: not a mapping of keys to values");
+    else yaml = parsed as Record<string, unknown>;
+  } catch (err) {
+    const e = err as Error & { linePos?: { line: number; col: number }[] };
+    const at = e.linePos?.[0] ? `line ${e.linePos[0].line}, column ${e.linePos[0].col}: ` : "";
+    return { ok: false, problems: [`task.yaml: ${at}${e.message.split("\n")[0]}`] };
+  }
+
+  const instruction = instructionOf(yaml);
+  if (instruction === undefined)
+    problems.push("task.yaml: instruction: missing (or descriptions with a `base` entry)");
+  else if (instruction.trim() === "") problems.push("task.yaml: instruction: empty");
+
+  const seconds = (key: string, fallback: number): number => {
+    const value = yaml[key];
+    if (value === undefined || value === null) return fallback;
+    if (typeof value !== "number" || !(value > 0) || value > 24 * 3600) {
+      problems.push(`task.yaml: ${key}: a number of seconds from 0 to 86400, got ${JSON.stringify(value)}`);
+      return fallback;
+    }
+    return value;
+  };
+  const agentTimeout = seconds("max_agent_timeout_sec", DEFAULT_AGENT_TIMEOUT_SEC);
+  const testTimeout = seconds("max_test_timeout_sec", DEFAULT_TEST_TIMEOUT_SEC);
+  const parser = yaml.parser_name ?? "pytest";
+  if (parser !== "pytest")
+    problems.push(
+      `task.yaml: parser_name: ${JSON.stringify(parser)} is not read (Bridle scores Terminal-Bench's pytest summary)`,
+    );
+  const strings = (key: string): string | undefined =>
+    typeof yaml[key] === "string" ? (yaml[key] as string) : undefined;
+  const tags = Array.isArray(yaml.tags) ? yaml.tags.filter((t): t is string => typeof t === "string") : [];
+  const unread = Object.keys(yaml).filter((k) => !READ_KEYS.has(k));
+  if (unread.length > 0) notes.push(`task.yaml: kept, not used by Bridle: ${unread.sort().join(", ")}`);
+
+  const solutionSh = byPath("solution.sh");
+  const solutionYaml = byPath("solution.yaml");
+  let solve: string | undefined;
+  if (solutionSh) solve = solutionSh.content.toString("utf8");
+  else if (solutionYaml) {
+    const read = solutionCommands(solutionYaml.content.toString("utf8"));
+    if ("problem" in read) problems.push(`solution.yaml: ${read.problem}`);
+    else
+      solve = `#!/bin/bash\n# Written by Bridle from solution.yaml's commands, in order.\n${read.commands.join("\n")}\n`;
+  } else problems.push("solution.sh: missing, and no solution.yaml (the oracle control runs it)");
+
+  const testFiles = files
+    .filter((f) => f.path.startsWith("tests/"))
+    .map((f) => ({ ...f, path: f.path.slice("tests/".length) }));
+  const runTests = byPath("run-tests.sh");
+  if (!runTests) {
+    if (!testFiles.some((f) => f.path === "test_outputs.py"))
+      problems.push("run-tests.sh: missing, and no tests/test_outputs.py for Terminal-Bench's default");
+    else notes.push("run-tests.sh: absent, so pytest runs tests/test_outputs.py (Terminal-Bench's default)");
+  }
+  for (const reserved of ["test.sh", "run-tests.sh"])
+    if (testFiles.some((f) => f.path === reserved))
+      problems.push(`tests/${reserved}: clashes with the verifier Bridle writes for a Terminal-Bench 1 task`);
+  if (byPath("docker-compose.yaml") || byPath("docker-compose.yml") || byPath("Dockerfile"))
+    notes.push(
+      "Dockerfile / docker-compose.yaml: not built; the task's other files are the workspace, run in bubblewrap with this host's tools",
+    );
+  if (problems.length > 0 || instruction === undefined) return { ok: false, problems };
+
+  const category = strings("category");
+  const difficulty = strings("difficulty");
+  const tomlText = [
+    'version = "1.0"',
+    "",
+    "[metadata]",
+    ...(category ? [`category = ${JSON.stringify(category)}`] : []),
+    ...(difficulty ? [`difficulty = ${JSON.stringify(difficulty)}`] : []),
+    ...(tags.length > 0 ? [`tags = ${JSON.stringify(tags)}`] : []),
+    ...(strings("author_name") ? [`author_name = ${JSON.stringify(strings("author_name"))}`] : []),
+    ...(strings("author_email") ? [`author_email = ${JSON.stringify(strings("author_email"))}`] : []),
+    "",
+    "[agent]",
+    `timeout_sec = ${agentTimeout}`,
+    "",
+    "[verifier]",
+    `timeout_sec = ${testTimeout}`,
+    "",
+  ].join("\n");
+  return {
+    ok: true,
+    instruction,
+    tomlText,
+    notes,
+    environment: files.filter((f) => !TASK_FILES.has(f.path) && !f.path.startsWith("tests/")),
+    tests: [
+      ...testFiles,
+      runTests ? { ...runTests, path: "run-tests.sh" } : file("run-tests.sh", DEFAULT_RUN_TESTS),
+      file("test.sh", TB1_TEST_SH),
+    ],
+    solution: [file("solve.sh", solve ?? "")],
+  };
+}
+
+/** task.yaml's instruction: `instruction`, or the `base` entry of the older `descriptions` list. */
+function instructionOf(yaml: Record<string, unknown>): string | undefined {
+  if (typeof yaml.instruction === "string") return yaml.instruction;
+  if (Array.isArray(yaml.descriptions)) {
+    const base = yaml.descriptions.find(
+      (d): d is { key: string; description: string } =>
+        typeof d === "object" && d !== null && (d as { key?: unknown }).key === "base",
+    );
+    if (typeof base?.description === "string") return base.description;
+  }
+  return undefined;
+}
+
+/** solution.yaml: a list of `{command: ...}` entries, run in order by the oracle. */
+function solutionCommands(source: string): { commands: string[] } | { problem: string } {
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(source);
+  } catch (err) {
+    return { problem: (err as Error).message.split("\n")[0] ?? "not valid YAML" };
+  }
+  if (!Array.isArray(parsed)) return { problem: "a list of entries with a `command` each" };
+  const commands: string[] = [];
+  for (const [i, entry] of parsed.entries()) {
+    const command = (entry as { command?: unknown } | null)?.command;
+    if (typeof command !== "string") return { problem: `entry ${i + 1}: no \`command\` string` };
+    commands.push(command);
+  }
+  return { commands };
+}

@@ -97,14 +97,21 @@ if ! current harnesses "$harness_key" || [[ ! -x "$home/harnesses/node_modules/.
   (cd "$home/harnesses" && npm install --silent --no-fund --no-audit)
   record harnesses "$harness_key"
 fi
-toolchain_key=$(hash_of "$root/infra/python/verifier-tools.lock")
+toolchain_key=$(hash_of "$root/infra/python/verifier-tools.lock" "$root/infra/python/uv-env.sh")
 if ! current toolchain "$toolchain_key" || [[ ! -x "$home/toolchain/bin/pytest" ]]; then
-  step "installing the verifier toolchain (pytest and the plugins Harbor tasks pin)"
+  step "installing the verifier toolchain (uv, pytest and the plugins Harbor tasks pin)"
   rm -rf "$home/toolchain"
   mkdir -p "$home/toolchain/bin"
   pip_in "$venv/bin/python" install --no-deps --target "$home/toolchain/python" -r "$root/infra/python/verifier-tools.lock"
-  # Inside the sandbox the system's python3 runs it: entry points written by pip would name this
-  # host's interpreter, so the commands are written here.
+  # uv and uvx, and the env script its installer writes beside them (a test.sh sources it).
+  mv "$home/toolchain/python/bin/uv" "$home/toolchain/python/bin/uvx" "$home/toolchain/bin/"
+  rm -rf "$home/toolchain/python/bin"
+  cp "$root/infra/python/uv-env.sh" "$home/toolchain/bin/env"
+  # The same tools as wheels: uv installs from them offline (`uvx --with pytest==8.4.1 ...`).
+  grep -v '^uv==' "$root/infra/python/verifier-tools.lock" >"$home/toolchain/tools.txt"
+  pip_in "$venv/bin/python" download --no-deps -d "$home/toolchain/wheels" -r "$home/toolchain/tools.txt"
+  # Inside the sandbox the system's python3 runs pytest: entry points written by pip would name
+  # this host's interpreter, so the commands are written here.
   for name in pytest py.test; do
     printf '#!/bin/sh\nexec python3 -m pytest "$@"\n' >"$home/toolchain/bin/$name"
     chmod 755 "$home/toolchain/bin/$name"

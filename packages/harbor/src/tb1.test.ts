@@ -155,7 +155,7 @@ describe("a Terminal-Bench 1 task", () => {
 });
 
 describe("the verifier toolchain", () => {
-  it("gives a Harbor test.sh pytest and the ctrf plugin, during verification only", async () => {
+  it("runs a Harbor test.sh that installs uv and runs uvx, offline, and only for verification", async () => {
     const task = join(dir, "harbor-pytest");
     await mkdir(join(task, "tests"), { recursive: true });
     await mkdir(join(task, "solution"), { recursive: true });
@@ -165,7 +165,7 @@ describe("the verifier toolchain", () => {
     await writeFile(join(task, "environment", "notes.txt"), "remember to greet\n");
     await writeFile(
       join(task, "solution", "solve.sh"),
-      "#!/bin/bash\n# pytest is not there for the agent phase\ncommand -v pytest && exit 1\necho hello > greeting.txt\n",
+      "#!/bin/bash\n# the toolchain is not there for the agent phase\ncommand -v uvx pytest && exit 1\necho hello > greeting.txt\n",
     );
     await writeFile(
       join(task, "tests", "test_outputs.py"),
@@ -173,14 +173,16 @@ describe("the verifier toolchain", () => {
     );
     await writeFile(
       join(task, "tests", "test.sh"),
+      // The shape of most Harbor tasks' tests/test.sh: install curl and uv from the network (both
+      // fail here, offline), then run pytest through uvx with the versions the task pins.
       [
         "#!/bin/bash",
-        "mkdir -p /logs/verifier",
-        "if pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA; then",
-        "  echo 1 > /logs/verifier/reward.txt",
-        "else",
-        "  echo 0 > /logs/verifier/reward.txt",
-        "fi",
+        "apt-get update",
+        "apt-get install -y curl",
+        "curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh",
+        "source $HOME/.local/bin/env",
+        "uvx --with pytest==8.4.1 --with pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA",
+        "if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi",
         "test -s /logs/verifier/ctrf.json || echo 'no ctrf report' > /logs/verifier/reward.txt",
         "",
       ].join("\n"),
@@ -191,5 +193,20 @@ describe("the verifier toolchain", () => {
       ["oracle", 1],
       ["nop", 0],
     ]);
+  });
+
+  it("fails as an environment failure naming a Python version this host lacks", async () => {
+    const task = join(dir, "harbor-pytest");
+    const script = join(task, "tests", "test.sh");
+    const { readFile } = await import("node:fs/promises");
+    await writeFile(
+      script,
+      (await readFile(script, "utf8")).replace("uvx --with", "set -e\nuvx -p 3.99 --with"),
+    );
+    const { verdict } = await validateTask(task, check);
+    expect(verdict.controls?.runs.map((r) => r.reward)).toEqual([null, null]);
+    expect(verdict.controls?.runs[0]?.message).toMatch(
+      /environment failure: tests\/test\.sh exited \d+ without writing a reward: .*3\.99/,
+    );
   });
 });

@@ -27,15 +27,32 @@ export interface TestRunOptions {
 /** Where the verifier toolchain appears inside the sandbox, during verification only. */
 export const TOOLCHAIN_DIR = "/opt/bridle/toolchain";
 
-/** The tests' view of the toolchain: its mount, and the PATH and PYTHONPATH that find it. */
+/**
+ * The tests' view of the toolchain: mounted at TOOLCHAIN_DIR, its `bin` (uv, uvx, pytest and the
+ * env script) also where uv's installer puts them, `$HOME/.local/bin` (the sandbox's HOME is
+ * /tmp), so a test.sh whose `curl ... install.sh | sh` cannot reach the network still finds uv
+ * installed. uv works offline from the toolchain's wheels and never downloads a Python: a test
+ * that asks for a Python this host lacks (`uvx -p 3.13`) fails naming it.
+ */
 function toolchainFor(host: string | undefined): {
   mounts: { source: string; target: string }[];
   env: Record<string, string>;
 } {
   if (!host || !existsSync(host)) return { mounts: [], env: {} };
   return {
-    mounts: [{ source: host, target: TOOLCHAIN_DIR }],
-    env: { PATH: `${SANDBOX_PATH}:${TOOLCHAIN_DIR}/bin`, PYTHONPATH: `${TOOLCHAIN_DIR}/python` },
+    mounts: [
+      { source: host, target: TOOLCHAIN_DIR },
+      { source: join(host, "bin"), target: "/tmp/.local/bin" },
+    ],
+    env: {
+      PATH: `${SANDBOX_PATH}:${TOOLCHAIN_DIR}/bin`,
+      PYTHONPATH: `${TOOLCHAIN_DIR}/python`,
+      UV_OFFLINE: "1",
+      UV_NO_INDEX: "1",
+      UV_FIND_LINKS: `${TOOLCHAIN_DIR}/wheels`,
+      UV_PYTHON_DOWNLOADS: "never",
+      UV_NO_PROGRESS: "1",
+    },
   };
 }
 
@@ -148,7 +165,7 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
       ...base,
       correctness: null,
       failure: "crashed",
-      message: `tests/test.sh exited ${run.exitCode ?? run.signal} without writing a reward`,
+      message: `tests/test.sh exited ${run.exitCode ?? run.signal} without writing a reward${lastWords(run.stderr, run.stdout)}`,
     };
   }
   return {
@@ -157,4 +174,17 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
     failure: "no_reward",
     message: "tests/test.sh wrote no /logs/verifier/reward.txt or reward.json",
   };
+}
+
+/** The last line the tests printed (stderr first): usually what was missing. */
+function lastWords(stderr: string, stdout: string): string {
+  for (const text of [stderr, stdout]) {
+    const line = text
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l.length > 0)
+      .pop();
+    if (line) return `: ${line.slice(0, 300)}`;
+  }
+  return "";
 }

@@ -88,6 +88,12 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
     }
   }
   if (problems.length > 0 || !toml) return { ok: false, id, dir, problems };
+  const builds = files.filter((f) => f.path.startsWith("environment/") && BUILD_FILES.has(f.path.slice(12)));
+  if (builds.length > 0)
+    notes = [
+      ...notes,
+      `${builds.map((f) => f.path).join(", ")}: not built; the task's environment/ files are the workspace, run in bubblewrap with this host's tools`,
+    ];
   return {
     ok: true,
     task: {

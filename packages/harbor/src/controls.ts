@@ -76,7 +76,7 @@ async function oracle(task: HarborTask, options: ControlOptions, attempt: number
       ? "ok"
       : reward === null
         ? `oracle: environment failure: ${outcome.message}${solveNote}`
-        : `oracle scored ${reward}, expected 1: the reference solution does not pass the tests${solveNote}`;
+        : `oracle scored ${reward}, expected 1: the reference solution does not pass the tests${solveNote}${testsSaid(outcome.outputTail)}`;
     return {
       control: "oracle",
       expected: 1,
@@ -89,6 +89,16 @@ async function oracle(task: HarborTask, options: ControlOptions, attempt: number
   } finally {
     await sandbox.dispose();
   }
+}
+
+/** The tests' last words, which usually say which check failed. */
+function testsSaid(outputTail: string): string {
+  const line = outputTail
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l.length > 0 && l !== "[stderr]")
+    .pop();
+  return line ? ` (the tests' last line: ${line.slice(0, 200)})` : "";
 }
 
 /** The nop control: no agent phase at all, then the tests; must score 0. */

@@ -125,6 +125,15 @@ describe("loadTask", () => {
       const refused = await loadTask(bare);
       expect(refused.ok || refused.problems).toEqual([problem]);
     }
+    // A multi-step task has no root instruction, tests or solution: only its steps are named.
+    const steps = await copy("multi-step");
+    await writeFile(join(steps, "task.toml"), '[[steps]]\nname = "one"\n');
+    for (const path of ["instruction.md", "tests", "solution"])
+      await rm(join(steps, path), { recursive: true });
+    const multi = await loadTask(steps);
+    expect(multi.ok || multi.problems).toEqual([
+      "task.toml: steps: multi-step tasks ([[steps]]) are not run by Bridle yet",
+    ]);
   });
 
   it("reads a hack check, and refuses one that could be trained on", async () => {

@@ -66,10 +66,6 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
   const file = (path: string) => files.find((f) => f.path === path);
   if (!file("task.toml") && file("task.yaml")) return loadTb1(id, dir, files, problems);
 
-  const instruction = file("instruction.md")?.content.toString("utf8") ?? "";
-  if (!file("instruction.md")) problems.push("instruction.md: missing");
-  else if (instruction.trim() === "") problems.push("instruction.md: empty");
-
   let toml: TaskToml | undefined;
   let notes: string[] = [];
   const tomlFile = file("task.toml");
@@ -78,7 +74,14 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
     const parsed = parseTaskToml(tomlFile.content.toString("utf8"));
     if (parsed.ok) ({ toml, notes } = parsed);
     else problems.push(...parsed.problems);
+    // A multi-step task keeps its instructions, tests and solutions under steps/: that it is
+    // multi-step is the one thing to say, not the root files it does not have.
+    if (!parsed.ok && parsed.problems.some((p) => p.startsWith("task.toml: steps:")))
+      return { ok: false, id, dir, problems };
   }
+  const instruction = file("instruction.md")?.content.toString("utf8") ?? "";
+  if (!file("instruction.md")) problems.push("instruction.md: missing");
+  else if (instruction.trim() === "") problems.push("instruction.md: empty");
   if (!file("tests/test.sh")) problems.push("tests/test.sh: missing (the verifier runs it)");
   if (!file("solution/solve.sh")) problems.push("solution/solve.sh: missing (the oracle control runs it)");
   if (toml) {

@@ -32,12 +32,27 @@ describe("bridle tasks validate", () => {
     expect(lines).toContain(
       "FAIL  malformed: task.toml: agent.timeout_sec: Too small: expected number to be >0",
     );
-    expect(lines).toContain(
-      "FAIL  wrong-solution: oracle scored 0, expected 1: the reference solution does not pass the tests",
-    );
+    expect(
+      lines.some((l) =>
+        l.startsWith(
+          "FAIL  wrong-solution: oracle scored 0, expected 1: the reference solution does not pass the tests",
+        ),
+      ),
+    ).toBe(true);
     // Each control runs twice by default: one reward per run.
     expect(lines.some((l) => /^ok {4}good {2}\(oracle 1 1, nop 0 0, [\d.]+ s\)$/.test(l))).toBe(true);
     expect(lines).toContain("tasks: 1 passed, 2 failed");
+    expect(run.status).toBe(1);
+  });
+
+  it("prints one JSON document with --json, the count left out", () => {
+    const run = bridle("tasks", "validate", dir, "--schema-only", "--json");
+    const parsed = JSON.parse(run.stdout) as { verdicts: { id: string; ok: boolean }[] };
+    expect(parsed.verdicts.map((v) => [v.id, v.ok])).toEqual([
+      ["good", true],
+      ["malformed", false],
+      ["wrong-solution", true],
+    ]);
     expect(run.status).toBe(1);
   });
 

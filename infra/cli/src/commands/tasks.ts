@@ -78,9 +78,10 @@ function sameLabels(a: EvaluationLabels | null | undefined, b: EvaluationLabels)
   return a !== null && a !== undefined && key(a) === key(b);
 }
 
-function summary(verdicts: TaskVerdict[], say: Say): number {
+/** The closing count (not with --json, whose output is one JSON document) and the exit code. */
+function summary(verdicts: TaskVerdict[], say: Say, json: boolean | undefined): number {
   const failed = verdicts.filter((v) => !v.ok).length;
-  say(`tasks: ${verdicts.length - failed} passed, ${failed} failed`);
+  if (!json) say(`tasks: ${verdicts.length - failed} passed, ${failed} failed`);
   return failed === 0 ? 0 : 1;
 }
 
@@ -125,7 +126,7 @@ async function validate(
   });
   if (flags.json) say(JSON.stringify({ verdicts }, null, 2));
   else if (recorded > 0) say(`labels recorded in ${recorded} task.toml file${recorded === 1 ? "" : "s"}`);
-  return summary(verdicts, say);
+  return summary(verdicts, say, flags.json);
 }
 
 async function importDir(config: StackConfig, dir: string, flags: TasksFlags, say: Say): Promise<number> {
@@ -142,7 +143,7 @@ async function importDir(config: StackConfig, dir: string, flags: TasksFlags, sa
   });
   if (flags.json) say(JSON.stringify(result, null, 2));
   else for (const v of result.verdicts) say(`${verdictLine(v)}${v.imported ? "" : "  (not imported)"}`);
-  return summary(result.verdicts, say);
+  return summary(result.verdicts, say, flags.json);
 }
 
 async function list(config: StackConfig, flags: TasksFlags, say: Say): Promise<number> {

@@ -26,7 +26,7 @@ describe("loadTask", () => {
     if (!loaded.ok) throw new Error(loaded.problems.join("; "));
     expect(loaded.task.environment.map((f) => f.path)).toEqual(["stats.py"]);
     expect(loaded.task.notes).toContain(
-      "environment/Dockerfile: not built; the task's environment/ files are the workspace, run in bubblewrap with this host's tools",
+      "environment/Dockerfile: not built; its WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools",
     );
     expect(loaded.task.tests.map((f) => f.path).sort()).toEqual(["check.py", "test.sh"]);
     expect(loaded.task.hash).toMatch(/^[0-9a-f]{64}$/);

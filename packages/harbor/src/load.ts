@@ -9,6 +9,7 @@ import {
   type TaskSplit,
 } from "@bridle/contracts";
 import { missingTools } from "@bridle/sandbox";
+import { workspaceFromDockerfile } from "./dockerfile.ts";
 import { hashTree, readTree, type TreeFile } from "./files.ts";
 import { labelsOf, parseTaskToml, type TaskToml } from "./task-toml.ts";
 import { readTb1 } from "./tb1.ts";
@@ -91,11 +92,16 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
     }
   }
   if (problems.length > 0 || !toml) return { ok: false, id, dir, problems };
-  const builds = files.filter((f) => f.path.startsWith("environment/") && BUILD_FILES.has(f.path.slice(12)));
-  if (builds.length > 0)
+  const context = under(files, "environment").filter((f) => !BUILD_FILES.has(f.path));
+  const dockerfile = file("environment/Dockerfile");
+  const workspace = dockerfile
+    ? workspaceFromDockerfile(dockerfile.content.toString("utf8"), context, "environment/Dockerfile")
+    : { files: context, notes: [] };
+  if (dockerfile)
     notes = [
       ...notes,
-      `${builds.map((f) => f.path).join(", ")}: not built; the task's environment/ files are the workspace, run in bubblewrap with this host's tools`,
+      "environment/Dockerfile: not built; its WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools",
+      ...workspace.notes,
     ];
   return {
     ok: true,
@@ -111,7 +117,7 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
       notes,
       labels: labelsOf(toml),
       files,
-      environment: under(files, "environment").filter((f) => !BUILD_FILES.has(f.path)),
+      environment: workspace.files,
       tests: under(files, "tests"),
       solution: under(files, "solution"),
     },

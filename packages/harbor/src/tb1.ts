@@ -1,4 +1,5 @@
 import { parse as parseYaml } from "yaml";
+import { workspaceFromDockerfile } from "./dockerfile.ts";
 import type { TreeFile } from "./files.ts";
 
 /**
@@ -161,9 +162,16 @@ export function readTb1(files: TreeFile[]): Tb1Result {
   for (const reserved of ["test.sh", "run-tests.sh"])
     if (testFiles.some((f) => f.path === reserved))
       problems.push(`tests/${reserved}: clashes with the verifier Bridle writes for a Terminal-Bench 1 task`);
-  if (byPath("docker-compose.yaml") || byPath("docker-compose.yml") || byPath("Dockerfile"))
+  // The build context without the task's own files: tests and solutions never reach the agent.
+  const context = files.filter((f) => !TASK_FILES.has(f.path) && !f.path.startsWith("tests/"));
+  const dockerfile = byPath("Dockerfile");
+  const workspace = dockerfile
+    ? workspaceFromDockerfile(dockerfile.content.toString("utf8"), context, "Dockerfile")
+    : { files: context, notes: [] };
+  if (dockerfile || byPath("docker-compose.yaml") || byPath("docker-compose.yml"))
     notes.push(
-      "Dockerfile / docker-compose.yaml: not built; the task's other files are the workspace, run in bubblewrap with this host's tools",
+      "Dockerfile / docker-compose.yaml: not built; the Dockerfile's WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools",
+      ...workspace.notes,
     );
   if (problems.length > 0 || instruction === undefined) return { ok: false, problems };
 
@@ -191,7 +199,7 @@ export function readTb1(files: TreeFile[]): Tb1Result {
     instruction,
     tomlText,
     notes,
-    environment: files.filter((f) => !TASK_FILES.has(f.path) && !f.path.startsWith("tests/")),
+    environment: workspace.files,
     tests: [
       ...testFiles,
       runTests ? { ...runTests, path: "run-tests.sh" } : file("run-tests.sh", DEFAULT_RUN_TESTS),

@@ -1,0 +1,162 @@
+import { posix } from "node:path";
+import type { TreeFile } from "./files.ts";
+
+/** Where the workspace is inside the sandbox (the sandbox mounts it there). */
+const WORKSPACE = "/app";
+
+/**
+ * The workspace a task's Dockerfile would leave in `/app`, read from its `WORKDIR`, `COPY` and
+ * `ADD` lines, without building an image: the files of the build context that those lines place
+ * under /app, at the paths they give. What the bubblewrap sandbox cannot honour (files placed
+ * outside /app, `RUN` steps, a stage's `COPY --from`, another start folder) is said in `notes`.
+ * A Dockerfile with no COPY or ADD leaves the whole context as the workspace, as before.
+ */
+export function workspaceFromDockerfile(
+  dockerfile: string,
+  context: TreeFile[],
+  /** How the Dockerfile is named in notes (`environment/Dockerfile`, `Dockerfile`). */
+  name: string,
+): { files: TreeFile[]; notes: string[] } {
+  const notes: string[] = [];
+  let workdir = "/";
+  let runs = 0;
+  let copies = 0;
+  const placed = new Map<string, TreeFile>();
+  const outside = new Set<string>();
+  for (const { line, text } of instructions(dockerfile)) {
+    const [keyword = "", ...rest] = text.split(/\s+/);
+    const args = rest.join(" ");
+    switch (keyword.toUpperCase()) {
+      case "WORKDIR":
+        workdir = posix.resolve(workdir, unquote(args));
+        break;
+      case "RUN":
+        runs++;
+        break;
+      case "COPY":
+      case "ADD": {
+        copies++;
+        const { flags, paths } = copyArgs(args);
+        if (flags.some((f) => f.startsWith("--from"))) {
+          notes.push(
+            `${name}: line ${line}: ${keyword} ${flags.join(" ")}: copies from another image, not read`,
+          );
+          break;
+        }
+        const dest = paths.pop();
+        if (dest === undefined || paths.length === 0) break;
+        const target = posix.resolve(workdir, dest);
+        for (const source of paths) {
+          const intoFolder = dest.endsWith("/") || dest === "." || paths.length > 1 || /[*?[]/.test(source);
+          const matches = matching(context, source);
+          if (matches.length === 0)
+            notes.push(`${name}: line ${line}: ${keyword} ${source}: nothing in the build context matches`);
+          for (const { file, relative } of matches) {
+            const at =
+              relative === ""
+                ? intoFolder
+                  ? posix.join(target, posix.basename(file.path))
+                  : target
+                : posix.join(target, relative);
+            if (at === WORKSPACE || at.startsWith(`${WORKSPACE}/`)) {
+              const path = posix.relative(WORKSPACE, at);
+              placed.set(path, { ...file, path });
+            } else outside.add(posix.dirname(at));
+          }
+        }
+        break;
+      }
+    }
+  }
+  if (copies === 0) return { files: context, notes: runNote(name, runs) };
+  if (outside.size > 0)
+    notes.push(
+      `${name}: files it places outside ${WORKSPACE} (${[...outside].sort().slice(0, 4).join(", ")}${outside.size > 4 ? ", ..." : ""}) are not there in bubblewrap`,
+    );
+  if (workdir !== WORKSPACE && workdir !== "/")
+    notes.push(`${name}: WORKDIR ${workdir}: the agent and the tests start in ${WORKSPACE} here`);
+  notes.push(...runNote(name, runs));
+  return { files: [...placed.values()].sort((a, b) => (a.path < b.path ? -1 : 1)), notes };
+}
+
+function runNote(name: string, runs: number): string[] {
+  return runs > 0
+    ? [`${name}: ${runs} RUN step${runs === 1 ? "" : "s"} not run: packages or files they make are missing`]
+    : [];
+}
+
+/** The Dockerfile's instructions with their first line numbers: continuations joined, comments dropped. */
+function instructions(source: string): { line: number; text: string }[] {
+  const out: { line: number; text: string }[] = [];
+  let current: { line: number; text: string } | undefined;
+  source.split("\n").forEach((raw, i) => {
+    const trimmed = raw.trim();
+    if (current === undefined && (trimmed === "" || trimmed.startsWith("#"))) return;
+    if (current !== undefined && trimmed.startsWith("#")) return;
+    const continued = trimmed.endsWith("\\");
+    const part = continued ? trimmed.slice(0, -1).trim() : trimmed;
+    if (current === undefined) current = { line: i + 1, text: part };
+    else current.text = `${current.text} ${part}`.trim();
+    if (!continued) {
+      out.push(current);
+      current = undefined;
+    }
+  });
+  if (current !== undefined) out.push(current);
+  return out;
+}
+
+/** COPY/ADD arguments: leading `--flag`s, then paths (JSON array form or whitespace-separated). */
+function copyArgs(args: string): { flags: string[]; paths: string[] } {
+  const words = args.trim();
+  const flags: string[] = [];
+  let rest = words;
+  for (;;) {
+    const m = /^(--\S+)\s+/.exec(rest);
+    if (!m) break;
+    flags.push(m[1]!);
+    rest = rest.slice(m[0].length);
+  }
+  if (rest.startsWith("[")) {
+    try {
+      const parsed: unknown = JSON.parse(rest);
+      if (Array.isArray(parsed) && parsed.every((p) => typeof p === "string"))
+        return { flags, paths: parsed };
+    } catch {
+      // Not JSON after all: read it as words.
+    }
+  }
+  return { flags, paths: rest.split(/\s+/).filter(Boolean).map(unquote) };
+}
+
+const unquote = (text: string) => text.trim().replace(/^(["'])(.*)\1$/, "$2");
+
+/**
+ * The context files a COPY source names, each with its path below the source (empty when the
+ * source names the file itself): a file, a folder (its contents), `.`, or a `*`/`?` pattern.
+ */
+function matching(context: TreeFile[], source: string): { file: TreeFile; relative: string }[] {
+  const clean = posix.normalize(source.replace(/^\/+/, "")).replace(/\/+$/, "");
+  if (clean === "." || clean === "") return context.map((file) => ({ file, relative: file.path }));
+  if (/[*?[]/.test(clean)) {
+    const pattern = new RegExp(
+      `^${clean
+        .replace(/[.+^${}()|\\]/g, "\\$&")
+        .replace(/\*/g, "[^/]*")
+        .replace(/\?/g, "[^/]")}(/.*)?$`,
+    );
+    return context.flatMap((file) => {
+      const m = pattern.exec(file.path);
+      if (!m) return [];
+      // A pattern that names a folder copies its contents, as Docker does.
+      return [{ file, relative: m[1] ? m[1].slice(1) : "" }];
+    });
+  }
+  return context.flatMap((file) =>
+    file.path === clean
+      ? [{ file, relative: "" }]
+      : file.path.startsWith(`${clean}/`)
+        ? [{ file, relative: file.path.slice(clean.length + 1) }]
+        : [],
+  );
+}

@@ -91,14 +91,21 @@ async function oracle(task: HarborTask, options: ControlOptions, attempt: number
   }
 }
 
-/** The tests' last words, which usually say which check failed. */
+/**
+ * The tests' last words, which usually say which check failed: the last line of their standard
+ * output (a test runner's summary), else of their standard error.
+ */
 function testsSaid(outputTail: string): string {
-  const line = outputTail
-    .split("\n")
-    .map((l) => l.trim())
-    .filter((l) => l.length > 0 && l !== "[stderr]")
-    .pop();
-  return line ? ` (the tests' last line: ${line.slice(0, 200)})` : "";
+  const [stdout = "", stderr = ""] = outputTail.split("\n[stderr]\n");
+  for (const text of [stdout, stderr]) {
+    const line = text
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l.length > 0)
+      .pop();
+    if (line) return ` (the tests' last line: ${line.slice(0, 200)})`;
+  }
+  return "";
 }
 
 /** The nop control: no agent phase at all, then the tests; must score 0. */

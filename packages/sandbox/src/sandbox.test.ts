@@ -51,6 +51,23 @@ describe("Sandbox", () => {
     }
   });
 
+  it("extracts an archive of another owner's files, as root can only do here without its owners", async () => {
+    const s = await Sandbox.create({ baseDir: host });
+    try {
+      const r = await s.run(
+        [
+          "bash",
+          "-c",
+          "mkdir d && echo x > d/f && tar --owner=1234 -cf t.tar d && rm -r d && tar -xf t.tar && cat d/f",
+        ],
+        { timeoutMs: 10_000 },
+      );
+      expect(r).toMatchObject({ exitCode: 0, stdout: "x\n", stderr: "" });
+    } finally {
+      await s.dispose();
+    }
+  });
+
   it("reports exit codes, stderr, stdin and a missing command", async () => {
     const s = await Sandbox.create({ baseDir: host });
     try {

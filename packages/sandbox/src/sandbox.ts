@@ -224,6 +224,9 @@ export class Sandbox {
       LANG: "C.UTF-8",
       TERM: "dumb",
       TMPDIR: "/tmp",
+      // Only uid 0 is mapped inside: tar run as root would try to restore an archive's owners
+      // and fail on every file, so it extracts as owned by the caller, as a non-root user's does.
+      TAR_OPTIONS: "--no-same-owner",
       ...(options.guard ? { BRIDLE_GUARD_URL: `http://127.0.0.1:${options.guard.port}` } : {}),
       ...options.env,
     };

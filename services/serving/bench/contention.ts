@@ -8,7 +8,7 @@
  * rollout looks like to vLLM); and beside the same load at a lower priority (nice), which is what
  * the stack does with everything but the model server and the trainer.
  *
- *   pnpm bench:contention [-- --streams 4 --tokens 128 --load 2 --busy-ms 4 --idle-ms 6 --nice 5,10]
+ *   pnpm bench:contention [-- --streams 4 --tokens 128 --load 1 --busy-ms 2 --idle-ms 8 --nice 5,10]
  */
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -29,9 +29,9 @@ const { values } = parseArgs({
   options: {
     streams: { type: "string", default: "4" },
     tokens: { type: "string", default: "128" },
-    load: { type: "string", default: "2" },
-    "busy-ms": { type: "string", default: "4" },
-    "idle-ms": { type: "string", default: "6" },
+    load: { type: "string", default: "1" },
+    "busy-ms": { type: "string", default: "2" },
+    "idle-ms": { type: "string", default: "8" },
     nice: { type: "string", default: "5,10" },
     repeats: { type: "string", default: "3" },
   },

@@ -18,4 +18,19 @@ describe("stack components", () => {
     expect(guard?.health).toEqual({ kind: "http", url: "http://127.0.0.1:19303/healthz" });
     expect(guard?.args.at(-1)).toMatch(/services\/guard\/src\/main\.ts$/);
   });
+
+  it("lets the model server and the trainer take the cores: everything else runs niced", () => {
+    const niceOf = (env: Record<string, string>) =>
+      Object.fromEntries(stackComponents(loadStackConfig(env)).map((c) => [c.name, c.nice]));
+    const byDefault = niceOf({});
+    expect(byDefault).toMatchObject({
+      vllm: undefined,
+      trainer: undefined,
+      runner: 10,
+      guard: 10,
+      temporal: 10,
+    });
+    expect(Object.values(niceOf({ BRIDLE_SIDE_NICE: "0" })).every((n) => n === undefined)).toBe(true);
+    expect(() => loadStackConfig({ BRIDLE_SIDE_NICE: "20" })).toThrow(/BRIDLE_SIDE_NICE/);
+  });
 });

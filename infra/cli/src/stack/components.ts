@@ -1,3 +1,4 @@
+import { setPriority } from "node:os";
 import { join } from "node:path";
 import { SearchAttributes, TemporalNamespace } from "@bridle/contracts";
 import { repoRoot, type StackConfig } from "./config.ts";
@@ -20,6 +21,24 @@ export interface Component {
   startTimeoutMs: number;
   /** Run once after the first healthy start (namespace settings and the like). */
   afterStart?: { command: string; args: string[] }[];
+  /** Its nice value, inherited by what it starts; unset: the launcher's own priority. */
+  nice?: number;
+}
+
+/**
+ * Sets a started component's nice value, which what it starts inherits. A machine that refuses
+ * (a container without the right) keeps the component at the launcher's priority and says so.
+ */
+export function lowerPriority(
+  pid: number,
+  nice: number,
+  log?: { warn: (o: object, m: string) => void },
+): void {
+  try {
+    setPriority(pid, nice);
+  } catch (err) {
+    log?.warn({ err, pid, nice }, "could not lower the component's priority");
+  }
 }
 
 const tsEntry = (file: string) => ["--import", "tsx", join(repoRoot, file)];
@@ -242,7 +261,11 @@ export function stackComponents(config: StackConfig): Component[] {
       startTimeoutMs: 180_000,
     },
   );
-  return components;
+  // The model server and the trainer take the cores when they need them; everything else (the
+  // harnesses and tool calls the runner starts, the verifier's tests, the services) yields.
+  return components.map((c) =>
+    c.name === "vllm" || c.name === "trainer" || config.sideNice === 0 ? c : { ...c, nice: config.sideNice },
+  );
 }
 
 /** vLLM's CPU build serving the embedded model, with runtime LoRA loading and token ids/logprobs. */

@@ -56,6 +56,15 @@ export const StackEnv = z.object({
     .max(1024)
     .default(2)
     .describe("vLLM's CPU KV cache, GiB"),
+  BRIDLE_SIDE_NICE: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(19)
+    .default(10)
+    .describe(
+      "Scheduling priority (nice) of every component beside the model server and the trainer, and of what they start",
+    ),
   BRIDLE_PRECISION: z
     .enum(["auto", "bf16", "fp32"])
     .default("auto")
@@ -114,6 +123,12 @@ export interface StackConfig {
   modelName: string;
   model: CatalogModel & { key: string };
   kvCacheGib: number;
+  /**
+   * Nice value of the components beside the model server and the trainer (BRIDLE_SIDE_NICE): vLLM's
+   * CPU step runs one thread per core and waits for the slowest, so work that preempts one of them
+   * holds every stream.
+   */
+  sideNice: number;
   /** The number format vLLM serves in and the trainer's matmuls use (BRIDLE_PRECISION resolved). */
   precision: "bf16" | "fp32";
   ports: {
@@ -168,6 +183,7 @@ export function loadStackConfig(source: Record<string, string | undefined> = pro
     modelName: env.BRIDLE_MODEL_NAME ?? env.BRIDLE_MODEL,
     model: { ...model, key: env.BRIDLE_MODEL },
     kvCacheGib: env.BRIDLE_VLLM_KV_GIB,
+    sideNice: env.BRIDLE_SIDE_NICE,
     precision: env.BRIDLE_PRECISION === "auto" ? autoPrecision() : env.BRIDLE_PRECISION,
     ports: {
       gateway: base,

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { eventually } from "../test-support.ts";
 import { groupAlive } from "./processes.ts";
+import { startComponent } from "./start-one.ts";
 
 describe("a component started on its own", () => {
   it("dies with the process that started it, even one SIGKILLed while the component still starts", async () => {
@@ -30,6 +31,43 @@ describe("a component started on its own", () => {
       expect(groupAlive(group)).toBe(false);
     } finally {
       owner.kill("SIGKILL");
+      rmSync(logs, { recursive: true, force: true });
+    }
+  });
+
+  it("runs at its nice value, and so does what it starts", async () => {
+    const logs = mkdtempSync(join(tmpdir(), "bridle-start-one-"));
+    // A component that starts a child of its own, then answers its health check.
+    const server = `require("node:child_process").spawn("sleep", ["300"], { stdio: "ignore" });
+      require("node:http").createServer((q, r) => r.end("ok")).listen(19391, "127.0.0.1");`;
+    const running = await startComponent(
+      {
+        name: "niced",
+        command: process.execPath,
+        args: ["-e", server],
+        env: {},
+        ports: [],
+        health: { kind: "http", url: "http://127.0.0.1:19391/" },
+        startTimeoutMs: 10_000,
+        nice: 7,
+      },
+      logs,
+      10_000,
+    );
+    try {
+      // Field 19 of /proc/<pid>/stat, counted after the command name's closing parenthesis.
+      const nice = (pid: number) => {
+        const stat = spawnSync("cat", [`/proc/${pid}/stat`], { encoding: "utf8" }).stdout;
+        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
+      };
+      expect(nice(running.pid)).toBe(7);
+      const child = Number.parseInt(
+        spawnSync("pgrep", ["-P", String(running.pid), "-x", "sleep"], { encoding: "utf8" }).stdout,
+        10,
+      );
+      expect(nice(child)).toBe(7);
+    } finally {
+      await running.stop();
       rmSync(logs, { recursive: true, force: true });
     }
   });

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { join } from "node:path";
-import type { Component } from "./components.ts";
+import { type Component, lowerPriority } from "./components.ts";
 import { signalGroup } from "./processes.ts";
 
 /**
@@ -41,6 +41,7 @@ export async function startComponent(
   });
   closeSync(fd);
   if (child.pid !== undefined) watchOwner(child.pid);
+  if (child.pid !== undefined && component.nice !== undefined) lowerPriority(child.pid, component.nice);
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (child.exitCode !== null)

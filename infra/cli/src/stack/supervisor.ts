@@ -2,7 +2,7 @@ import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { promisify } from "node:util";
 import type { Logger } from "@bridle/service-kit";
-import type { Component } from "./components.ts";
+import { type Component, lowerPriority } from "./components.ts";
 import type { StackConfig } from "./config.ts";
 import {
   checkHealth,
@@ -115,6 +115,7 @@ export class Supervisor {
       detached: true,
     });
     closeSync(out);
+    if (child.pid && component.nice !== undefined) lowerPriority(child.pid, component.nice, this.log);
     this.children.set(component.name, child);
     if (child.pid) {
       writePid(p.pid(component.name), child.pid);

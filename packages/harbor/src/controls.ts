@@ -2,7 +2,7 @@ import type { AgentTask, ControlResults, ControlRun } from "@bridle/contracts";
 import { Sandbox } from "@bridle/sandbox";
 import { fromTaskFiles, writeTree } from "./files.ts";
 import type { HarborTask } from "./load.ts";
-import { runTests } from "./verify.ts";
+import { lastLine, runTests } from "./verify.ts";
 
 export interface ControlOptions {
   /** Where sandboxes are made (the host's temp folder by default). */
@@ -97,15 +97,8 @@ async function oracle(task: HarborTask, options: ControlOptions, attempt: number
  */
 function testsSaid(outputTail: string): string {
   const [stdout = "", stderr = ""] = outputTail.split("\n[stderr]\n");
-  for (const text of [stdout, stderr]) {
-    const line = text
-      .split("\n")
-      .map((l) => l.trim())
-      .filter((l) => l.length > 0)
-      .pop();
-    if (line) return ` (the tests' last line: ${line.slice(0, 200)})`;
-  }
-  return "";
+  const line = lastLine(stdout, stderr);
+  return line ? ` (the tests' last line: ${line.slice(0, 200)})` : "";
 }
 
 /** The nop control: no agent phase at all, then the tests; must score 0. */

@@ -1,8 +1,6 @@
 import { posix } from "node:path";
+import { WORKSPACE } from "@bridle/sandbox";
 import type { TreeFile } from "./files.ts";
-
-/** Where the workspace is inside the sandbox (the sandbox mounts it there). */
-const WORKSPACE = "/app";
 
 /**
  * The workspace a task's Dockerfile would leave in `/app`, read from its `WORKDIR`, `COPY` and

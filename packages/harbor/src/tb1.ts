@@ -175,17 +175,15 @@ export function readTb1(files: TreeFile[]): Tb1Result {
     );
   if (problems.length > 0 || instruction === undefined) return { ok: false, problems };
 
-  const category = strings("category");
-  const difficulty = strings("difficulty");
   const tomlText = [
     'version = "1.0"',
     "",
     "[metadata]",
-    ...(category ? [`category = ${JSON.stringify(category)}`] : []),
-    ...(difficulty ? [`difficulty = ${JSON.stringify(difficulty)}`] : []),
+    ...["category", "difficulty", "author_name", "author_email"].flatMap((key) => {
+      const value = strings(key);
+      return value ? [`${key} = ${JSON.stringify(value)}`] : [];
+    }),
     ...(tags.length > 0 ? [`tags = ${JSON.stringify(tags)}`] : []),
-    ...(strings("author_name") ? [`author_name = ${JSON.stringify(strings("author_name"))}`] : []),
-    ...(strings("author_email") ? [`author_email = ${JSON.stringify(strings("author_email"))}`] : []),
     "",
     "[agent]",
     `timeout_sec = ${agentTimeout}`,

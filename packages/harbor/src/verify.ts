@@ -176,15 +176,21 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
   };
 }
 
-/** The last line the tests printed (stderr first): usually what was missing. */
-function lastWords(stderr: string, stdout: string): string {
-  for (const text of [stderr, stdout]) {
+/** The last non-empty line of the first of `texts` that has one. */
+export function lastLine(...texts: string[]): string | undefined {
+  for (const text of texts) {
     const line = text
       .split("\n")
       .map((l) => l.trim())
       .filter((l) => l.length > 0)
       .pop();
-    if (line) return `: ${line.slice(0, 300)}`;
+    if (line) return line;
   }
-  return "";
+  return undefined;
+}
+
+/** The last line the tests printed (stderr first): usually what was missing. */
+function lastWords(stderr: string, stdout: string): string {
+  const line = lastLine(stderr, stdout);
+  return line ? `: ${line.slice(0, 300)}` : "";
 }

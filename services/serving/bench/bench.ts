@@ -11,18 +11,16 @@ import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { loadStackConfig } from "@bridle/cli/stack";
 import { callJson } from "@bridle/service-kit";
 import { z } from "zod";
-import { type Engine, startEngine } from "./engine.ts";
+import { benchConfig, benchHome, type Engine, median, startEngine } from "./engine.ts";
 import { concurrentDecode, prefill, streamedDecode, type Target } from "./load.ts";
 import { loadSessions, replay } from "./replay.ts";
 import { printTable, type Row, row } from "./table.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repoRoot = resolve(here, "../../..");
-const home = process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle");
-const python = join(home, "venv", "bin", "python");
+const python = join(benchHome, "venv", "bin", "python");
 const trainerDir = join(repoRoot, "infra", "trainer");
 
 const DECODE_TOKENS = 128;
@@ -37,11 +35,6 @@ const ATTENTION_TARGETS = "q_proj,k_proj,v_proj,o_proj";
 const began = performance.now();
 const progress = (line: string) =>
   console.log(`[${((performance.now() - began) / 1000).toFixed(0).padStart(4)} s] ${line}`);
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
-};
 
 const Bandwidth = z.object({
   threads: z.number(),
@@ -96,14 +89,7 @@ async function loadAdapter(url: string, name: string, dir: string): Promise<Targ
 }
 
 async function run(data: string, onEngine: (engine: Engine) => void): Promise<Row[]> {
-  const config = loadStackConfig({
-    BRIDLE_HOME: home,
-    BRIDLE_DATA: data,
-    BRIDLE_PORT_BASE: "19750",
-    BRIDLE_VLLM_PORT: "19785",
-    LOG_LEVEL: "warn",
-    ...(process.env.BRIDLE_MODEL ? { BRIDLE_MODEL: process.env.BRIDLE_MODEL } : {}),
-  });
+  const config = benchConfig(data);
   const bytes = weightBytes(config.modelDir);
 
   progress("memory bandwidth (numpy, 2 GiB array, best of 5)");

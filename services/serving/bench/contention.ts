@@ -12,17 +12,11 @@
  */
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { setPriority, tmpdir } from "node:os";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { loadStackConfig } from "@bridle/cli/stack";
-import { startEngine } from "./engine.ts";
+import { benchConfig, median, startEngine } from "./engine.ts";
 import { concurrentDecode, streamedDecode, type Target } from "./load.ts";
-
-const here = dirname(fileURLToPath(import.meta.url));
-const repoRoot = resolve(here, "../../..");
-const home = process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle");
 
 const { values } = parseArgs({
   args: process.argv.slice(2).filter((a) => a !== "--"),
@@ -44,7 +38,6 @@ const niceness = values.nice.split(",").map(Number);
 const began = performance.now();
 const say = (line: string) =>
   console.log(`[${((performance.now() - began) / 1000).toFixed(0).padStart(4)} s] ${line}`);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 /**
  * Processes that each alternate `busy` ms of computation with `idle` ms of sleep: the shape of a
@@ -66,14 +59,7 @@ async function decodeRate(target: Target): Promise<number> {
 
 async function main(): Promise<void> {
   const data = mkdtempSync(join(tmpdir(), "bridle-contention-"));
-  const config = loadStackConfig({
-    BRIDLE_HOME: home,
-    BRIDLE_DATA: data,
-    BRIDLE_PORT_BASE: "19750",
-    BRIDLE_VLLM_PORT: "19785",
-    LOG_LEVEL: "warn",
-    ...(process.env.BRIDLE_MODEL ? { BRIDLE_MODEL: process.env.BRIDLE_MODEL } : {}),
-  });
+  const config = benchConfig(data);
   say(`starting vLLM as the stack starts it (log: ${join(data, "vllm.log")})`);
   const engine = await startEngine(config, data);
   const load: ReturnType<typeof startLoad> = [];
@@ -87,10 +73,9 @@ async function main(): Promise<void> {
     load.push(...startLoad(Number(values.load), Number(values["busy-ms"]), Number(values["idle-ms"])));
     const same = await decodeRate(target);
     say(`  beside ${shape}, same priority: ${same.toFixed(1)} tok/s`);
-    const os = await import("node:os");
     const lowered: [number, number][] = [];
     for (const nice of niceness) {
-      for (const child of load) os.setPriority(child.pid!, nice);
+      for (const child of load) setPriority(child.pid!, nice);
       const rate = await decodeRate(target);
       lowered.push([nice, rate]);
       say(`  beside the same load at nice ${nice}: ${rate.toFixed(1)} tok/s`);

@@ -4,7 +4,37 @@
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { type Running, type StackConfig, stackComponents, startComponent } from "@bridle/cli/stack";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import {
+  loadStackConfig,
+  type Running,
+  type StackConfig,
+  stackComponents,
+  startComponent,
+} from "@bridle/cli/stack";
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
+/** The install the benchmarks use: BRIDLE_HOME when set, else the repository's own. */
+export const benchHome = process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle");
+
+/** The stack settings of a benchmark's vLLM: its own ports and data folder, the chosen model. */
+export function benchConfig(data: string): StackConfig {
+  return loadStackConfig({
+    BRIDLE_HOME: benchHome,
+    BRIDLE_DATA: data,
+    BRIDLE_PORT_BASE: "19750",
+    BRIDLE_VLLM_PORT: "19785",
+    LOG_LEVEL: "warn",
+    ...(process.env.BRIDLE_MODEL ? { BRIDLE_MODEL: process.env.BRIDLE_MODEL } : {}),
+  });
+}
+
+export const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+};
 
 /** A process as /proc names it: the start time tells a live process from a recycled pid. */
 interface Proc {

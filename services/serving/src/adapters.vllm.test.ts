@@ -138,6 +138,23 @@ describe("adapter versions on a real vLLM", () => {
     }
   });
 
+  it("computes a base-model request batched with adapter requests with the base weights alone", async () => {
+    // vLLM's own CPU LoRA ops index a slot per token, and a base token's -1 picks the last slot:
+    // with every slot holding an adapter, the base arm of an evaluation sampled an adapter.
+    const other = "smollm2/pi/run-d";
+    expect((await post(`/v1/adapters/${other}/versions`, { path: random[1]!, step: 1 })).status).toBe(201);
+    for (const name of [NAME, other]) expect((await complete(name)).status).toBe(200); // both slots in use
+    const ask = (model: string) =>
+      vllm.complete({ model, prompt: "def fibonacci(n):", maxTokens: 16, temperature: 0 });
+    const base = vllmProcess.modelName;
+    const [beside, alsoBase] = await Promise.all([ask(base), ask(base)]);
+    const [besideAdapter, adapter] = await Promise.all([ask(base), ask(`${other}@v1`)]);
+    expect(alsoBase.logprobs).toEqual(beside.logprobs); // two equal requests batched: one answer
+    expect(adapter.logprobs).not.toEqual(beside.logprobs);
+    expect(besideAdapter.logprobs).toEqual(beside.logprobs);
+    expect((await app.request(`/v1/adapters/${other}/versions/1`, { method: "DELETE" })).status).toBe(200);
+  });
+
   it("refuses names that are not <model>/<harness>/<run> and unknown adapters", async () => {
     expect((await post("/v1/adapters/a/b/c%20d/versions", { path: random[0] })).status).toBe(400);
     expect((await post("/v1/adapters/a/b/c/versions", { path: "" })).status).toBe(400);

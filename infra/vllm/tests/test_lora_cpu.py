@@ -121,3 +121,77 @@ def test_the_plugin_replaces_the_ops_of_vllms_cpu_wrapper():
     assert lora_cpu.install()
     for name, op in lora_cpu.OPS.items():
         assert getattr(punica_cpu, name) is op
+    assert punica_cpu.PunicaWrapperCPU.add_lora_linear is lora_cpu.add_lora_linear
+
+
+class Wrapper:
+    """The state of vLLM's punica wrapper that add_lora_linear reads."""
+
+    def __init__(self, slots: list[int], prefill: bool):
+        self.is_prefill = prefill
+        starts, lengths, runs = prefill_meta(slots)
+        self.no_lora = len(runs) == 1 and int(runs[0]) == -1
+        self.prefill_metadata = (starts, lengths, runs, len(runs), int(lengths.max()), len(slots))
+        self.token_lora_indices = torch.tensor(slots)
+
+
+def stacked_slices(sizes: tuple[int, ...]) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    a = tuple(torch.randn(SLOTS, 1, RANK, HIDDEN, dtype=torch.bfloat16) for _ in sizes)
+    b = tuple(torch.randn(SLOTS, 1, size, RANK, dtype=torch.bfloat16) for size in sizes)
+    return a, b
+
+
+SHORT_RUNS = [2, 2, -1, 0, 0, -1, -1, 1]  # decode-sized: one block-diagonal product
+LONG_RUNS = [0] * 20 + [-1] * 5 + [2] * 30  # prefill-sized: a product per slice
+
+
+@pytest.mark.parametrize("prefill", [True, False])
+@pytest.mark.parametrize("slots", [SHORT_RUNS, LONG_RUNS], ids=["short-runs", "long-runs"])
+def test_fused_linear_lora_matches_the_reference_per_slice(prefill, slots):
+    torch.manual_seed(1)
+    sizes = (40, 24, 24)  # a qkv-like layer: three slices of one output
+    a, b = stacked_slices(sizes)
+    x = torch.randn(len(slots), HIDDEN, dtype=torch.bfloat16)
+    y = torch.ones(len(slots), sum(sizes), dtype=torch.bfloat16)
+    lora_cpu.add_lora_linear(Wrapper(slots, prefill), y, x, a, b, 0.5, sizes)
+    got = y.float() - 1
+    want = torch.cat(
+        [_slice_reference(x, ai, bi, slots, 0.5, size) for ai, bi, size in zip(a, b, sizes, strict=True)],
+        dim=1,
+    )
+    assert torch.allclose(got, want, rtol=0.02, atol=0.5), (got - want).abs().max()
+    base_rows = [i for i, slot in enumerate(slots) if slot < 0]
+    assert torch.count_nonzero(got[base_rows]) == 0
+
+
+def _slice_reference(x, a, b, slots, scale, size):
+    out = torch.zeros(x.shape[0], size)
+    for row, slot in enumerate(slots):
+        if slot >= 0:
+            out[row] = (x[row].float() @ a[slot, 0].float().t() * scale) @ b[slot, 0].float().t()
+    return out
+
+
+def test_fused_weights_follow_a_new_adapter_in_the_slot():
+    torch.manual_seed(2)
+    sizes = (32,)
+    a, b = stacked_slices(sizes)
+    x = torch.randn(3, HIDDEN, dtype=torch.bfloat16)
+    wrapper = Wrapper([1, 1, 1], prefill=True)
+    first = torch.zeros(3, 32, dtype=torch.bfloat16)
+    lora_cpu.add_lora_linear(wrapper, first, x, a, b, 1.0, sizes)
+    b[0][1].copy_(torch.randn(1, 32, RANK, dtype=torch.bfloat16))  # as vLLM's set_lora writes a slot
+    second = torch.zeros(3, 32, dtype=torch.bfloat16)
+    lora_cpu.add_lora_linear(wrapper, second, x, a, b, 1.0, sizes)
+    assert not torch.equal(first, second)
+    assert torch.allclose(
+        second.float(), _slice_reference(x, a[0], b[0], [1, 1, 1], 1.0, 32), rtol=0.02, atol=0.5
+    )
+
+
+def test_no_adapter_in_the_batch_leaves_the_output_alone():
+    a, b = stacked_slices((32,))
+    y = torch.ones(4, 32, dtype=torch.bfloat16)
+    lora_cpu.add_lora_linear(Wrapper([-1] * 4, prefill=True), y, torch.randn(4, HIDDEN), a, b, 1.0, (32,))
+    lora_cpu.add_lora_linear(Wrapper([-1] * 4, prefill=False), y, torch.randn(4, HIDDEN), a, b, 1.0, (32,))
+    assert torch.equal(y, torch.ones(4, 32, dtype=torch.bfloat16))

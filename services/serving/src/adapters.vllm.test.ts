@@ -127,12 +127,18 @@ describe("adapter versions on a real vLLM", () => {
       expect(AdapterVersion.parse(res.body).state).toBe("serving");
     }
     expect(registry.inState("serving").length).toBeGreaterThan(settings.maxLoras);
-    // Each answers as itself, in turn and again, so each is swapped out and back in at least once.
+    // Each answers as itself, in turn and again, so each is swapped out and back in at least once;
+    // the second answer equals the first, so a slot that held another adapter serves the new one.
+    const first = new Map<string, number[]>();
     for (const name of [NAME, ...others, NAME, ...others]) {
       const res = await complete(name);
       expect(res.status, JSON.stringify(res.body)).toBe(200);
-      expect(CompletionResult.parse(res.body).adapter?.name).toBe(name);
+      const answer = CompletionResult.parse(res.body);
+      expect(answer.adapter?.name).toBe(name);
+      if (first.has(name)) expect(answer.logprobs).toEqual(first.get(name));
+      else first.set(name, answer.logprobs);
     }
+    expect(new Set([...first.values()].map((lp) => JSON.stringify(lp))).size).toBe(first.size);
     for (const name of others) {
       expect((await app.request(`/v1/adapters/${name}/versions/1`, { method: "DELETE" })).status).toBe(200);
     }

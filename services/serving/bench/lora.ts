@@ -157,12 +157,16 @@ try {
       stdio: "inherit",
     },
   );
-  const theirs = await measure(VLLM, adapterDir, data, (e) => {
-    engine = e;
-  });
-  const ours = await measure(BRIDLE, adapterDir, data, (e) => {
-    engine = e;
-  });
+  // BRIDLE_LORA_BENCH_ORDER=bridle-first runs the arms the other way round (an order effect shows
+  // as a base-model difference between the arms, where both run the same code).
+  const bridleFirst = process.env.BRIDLE_LORA_BENCH_ORDER === "bridle-first";
+  const arm = (a: Arm) =>
+    measure(a, adapterDir, data, (e) => {
+      engine = e;
+    });
+  const first = await arm(bridleFirst ? BRIDLE : VLLM);
+  const second = await arm(bridleFirst ? VLLM : BRIDLE);
+  const [ours, theirs] = bridleFirst ? [first, second] : [second, first];
   const vs = { label: VLLM.label };
   const rows: Row[] = [
     row(`${STREAMS}-stream decode, base model`, ours.base, "tok/s", { value: theirs.base, ...vs }),

@@ -160,6 +160,13 @@ export const TaskFile = z.object({
 });
 export type TaskFile = z.infer<typeof TaskFile>;
 
+/** Where a task's workspace is shown and its agent and tests start (task.toml or WORKDIR; /app by default). */
+const Workdir = z
+  .string()
+  .regex(/^\/[A-Za-z0-9._/-]*$/, "an absolute path")
+  .default("/app")
+  .describe("Where the workspace is shown inside the sandbox, and where the agent and the tests start");
+
 /** What the agent phase gets: the instruction and the workspace files, never tests or solution. */
 export const AgentTask = z.object({
   id: TaskId,
@@ -167,6 +174,7 @@ export const AgentTask = z.object({
   category: TaskCategory,
   instruction: z.string(),
   agentTimeoutSec: z.number().positive(),
+  workdir: Workdir,
   environment: z.array(TaskFile),
   guard: z
     .object({ allowedHosts: z.array(z.string()), plugins: TaskPlugins })
@@ -187,6 +195,7 @@ export const VerifierBundle = z.object({
     .nullable()
     .default(null)
     .describe("The key of a several-key reward.json that is the reward (task.toml verifier.reward_key)"),
+  workdir: Workdir,
   tests: z.array(TaskFile),
 });
 export type VerifierBundle = z.infer<typeof VerifierBundle>;

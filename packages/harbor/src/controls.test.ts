@@ -1,4 +1,4 @@
-import { cp, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -58,6 +58,33 @@ beforeAll(async () => {
       'mkdir -p /logs/verifier; if [ "$TOKEN" = open-sesame ] && grep -q sorted /app/stats.py; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n',
     );
   });
+  // The same task in another workdir: a Dockerfile's WORKDIR, and every /app of its scripts moved.
+  const moveTo = async (d: string, workdir: string) => {
+    for (const file of ["solution/solve.sh", "tests/test.sh", "tests/check.py"]) {
+      const text = await readFile(join(d, file), "utf8");
+      await writeFile(join(d, file), text.replaceAll("/app", workdir));
+    }
+  };
+  await broken("dockerfile-workdir", async (d) => {
+    await moveTo(d, "/workspace");
+    await writeFile(
+      join(d, "environment/Dockerfile"),
+      "FROM python:3.12-slim\nWORKDIR /workspace\nCOPY stats.py .\n",
+    );
+  });
+  await broken("toml-workdir", async (d) => {
+    await moveTo(d, "/srv/project");
+    await writeFile(
+      join(d, "task.toml"),
+      '[metadata]\ncategory = "repair"\n[environment]\nworkdir = "/srv/project"\n',
+    );
+  });
+  await broken("bad-workdir", (d) =>
+    writeFile(
+      join(d, "task.toml"),
+      '[metadata]\ncategory = "repair"\n[environment]\nworkdir = "/usr/src/app"\n',
+    ),
+  );
   await broken("json-reward", (d) =>
     writeFile(
       join(d, "tests/test.sh"),
@@ -121,6 +148,19 @@ describe("controls catch bad tasks", () => {
       expect(again.verdict.controlsReused).toBe(false);
       expect(again.verdict.controls?.checkedAt).not.toBe(passed.checkedAt);
     }
+  });
+
+  it("runs a task in its own workdir, from task.toml or the Dockerfile's WORKDIR, and refuses one it cannot show", async () => {
+    for (const name of ["dockerfile-workdir", "toml-workdir"]) {
+      const { verdict } = await validateTask(join(dir, name), { repeats: 1 });
+      expect(verdict.problems, name).toEqual([]);
+      expect(verdict.ok, name).toBe(true);
+    }
+    const { verdict } = await validateTask(join(dir, "bad-workdir"), { repeats: 1 });
+    expect(verdict.ok).toBe(false);
+    expect(verdict.problems).toEqual([
+      "task.toml: environment.workdir: workdir /usr/src/app is under /usr, which the sandbox keeps for the system or its own mounts",
+    ]);
   });
 
   it("tests that pass without any work fail the nop control", async () => {
@@ -193,7 +233,9 @@ describe("controls catch bad tasks", () => {
     expect(verdicts.map((v) => [v.id, v.ok])).toEqual([
       ["bad-toml-field", false],
       ["bad-toml-syntax", false],
+      ["bad-workdir", false],
       ["coin-flip", true],
+      ["dockerfile-workdir", true],
       ["env-token", true],
       ["free-reward", true],
       ["json-reward", true],
@@ -202,6 +244,7 @@ describe("controls catch bad tasks", () => {
       ["free-reward", false],
       ["silent-tests", true],
       ["slow-tests", true],
+      ["toml-workdir", true],
       ["wrong-solution", true],
     ]);
     expect(verdicts.find((v) => v.dir.includes("other-dataset"))?.problems).toEqual([

@@ -15,9 +15,9 @@ export interface ControlOptions {
   toolchain?: string | undefined;
 }
 
-/** Starts a sandbox on a fresh copy of the task's environment. */
+/** Starts a sandbox on a fresh copy of the task's environment, at the task's workdir. */
 export async function sandboxFor(task: HarborTask, baseDir?: string): Promise<Sandbox> {
-  const sandbox = await Sandbox.create(baseDir ? { baseDir } : {});
+  const sandbox = await Sandbox.create({ workdir: task.workdir, ...(baseDir ? { baseDir } : {}) });
   await writeTree(sandbox.workspace, task.environment);
   return sandbox;
 }
@@ -27,10 +27,10 @@ export async function sandboxFor(task: HarborTask, baseDir?: string): Promise<Sa
  * the tasks service's agent view. Tests and solution are not part of that view, so never present.
  */
 export async function sandboxForAgent(
-  task: Pick<AgentTask, "environment">,
+  task: Pick<AgentTask, "environment"> & { workdir?: string | undefined },
   baseDir?: string,
 ): Promise<Sandbox> {
-  const sandbox = await Sandbox.create(baseDir ? { baseDir } : {});
+  const sandbox = await Sandbox.create({ workdir: task.workdir, ...(baseDir ? { baseDir } : {}) });
   try {
     await writeTree(sandbox.workspace, fromTaskFiles(task.environment));
   } catch (err) {

@@ -1,12 +1,13 @@
 import { posix } from "node:path";
-import { WORKSPACE } from "@bridle/sandbox";
+import { WORKSPACE, workdirProblem } from "@bridle/sandbox";
 import type { TreeFile } from "./files.ts";
 
 /**
- * The workspace a task's Dockerfile would leave in `/app`, read from its `WORKDIR`, `COPY` and
- * `ADD` lines, without building an image: the files of the build context that those lines place
- * under /app, at the paths they give. What the bubblewrap sandbox cannot honour (files placed
- * outside /app, `RUN` steps, a stage's `COPY --from`, another start folder) is said in `notes`.
+ * The workspace a task's Dockerfile would leave, read from its `WORKDIR`, `COPY` and `ADD` lines,
+ * without building an image: the sandbox's workdir (`workdir` when the task names one, else the
+ * Dockerfile's last WORKDIR, else /app), and the files of the build context that those lines place
+ * under it, at the paths they give. What the bubblewrap sandbox cannot honour (files placed
+ * elsewhere, `RUN` steps, a stage's `COPY --from`, a WORKDIR it cannot show) is said in `notes`.
  * A Dockerfile with no COPY or ADD leaves the whole context as the workspace, as before.
  */
 export function workspaceFromDockerfile(
@@ -14,19 +15,21 @@ export function workspaceFromDockerfile(
   context: TreeFile[],
   /** How the Dockerfile is named in notes (`environment/Dockerfile`, `Dockerfile`). */
   name: string,
-): { files: TreeFile[]; notes: string[] } {
+  /** The task's own workdir (task.toml's `[environment] workdir`), which wins over WORKDIR. */
+  taskWorkdir?: string,
+): { files: TreeFile[]; notes: string[]; workdir: string } {
   const notes: string[] = [];
-  let workdir = "/";
+  let current = "/";
   let runs = 0;
   let copies = 0;
+  // Every file the COPY and ADD lines place, by its absolute path in the image.
   const placed = new Map<string, TreeFile>();
-  const outside = new Set<string>();
   for (const { line, text } of instructions(dockerfile)) {
     const [keyword = "", ...rest] = text.split(/\s+/);
     const args = rest.join(" ");
     switch (keyword.toUpperCase()) {
       case "WORKDIR":
-        workdir = posix.resolve(workdir, unquote(args));
+        current = posix.resolve(current, unquote(args));
         break;
       case "RUN":
         runs++;
@@ -43,7 +46,7 @@ export function workspaceFromDockerfile(
         }
         const dest = paths.pop();
         if (dest === undefined || paths.length === 0) break;
-        const target = posix.resolve(workdir, dest);
+        const target = posix.resolve(current, dest);
         for (const source of paths) {
           const intoFolder = dest.endsWith("/") || dest === "." || paths.length > 1 || /[*?[]/.test(source);
           const matches = matching(context, source);
@@ -56,25 +59,34 @@ export function workspaceFromDockerfile(
                   ? posix.join(target, posix.basename(file.path))
                   : target
                 : posix.join(target, relative);
-            if (at === WORKSPACE || at.startsWith(`${WORKSPACE}/`)) {
-              const path = posix.relative(WORKSPACE, at);
-              placed.set(path, { ...file, path });
-            } else outside.add(posix.dirname(at));
+            placed.set(at, file);
           }
         }
         break;
       }
     }
   }
-  if (copies === 0) return { files: context, notes: runNote(name, runs) };
+  let workdir = taskWorkdir ?? (current === "/" ? WORKSPACE : current);
+  const problem = taskWorkdir === undefined ? workdirProblem(workdir) : null;
+  if (problem) {
+    notes.push(
+      `${name}: WORKDIR ${workdir}: ${problem.replace(/^workdir \S+ /, "")}; the agent and the tests start in ${WORKSPACE} here`,
+    );
+    workdir = WORKSPACE;
+  }
+  if (copies === 0) return { files: context, notes: [...notes, ...runNote(name, runs)], workdir };
+  const files: TreeFile[] = [];
+  const outside = new Set<string>();
+  for (const [at, file] of placed) {
+    if (at.startsWith(`${workdir}/`)) files.push({ ...file, path: posix.relative(workdir, at) });
+    else outside.add(posix.dirname(at));
+  }
   if (outside.size > 0)
     notes.push(
-      `${name}: files it places outside ${WORKSPACE} (${[...outside].sort().slice(0, 4).join(", ")}${outside.size > 4 ? ", ..." : ""}) are not there in bubblewrap`,
+      `${name}: files it places outside ${workdir} (${[...outside].sort().slice(0, 4).join(", ")}${outside.size > 4 ? ", ..." : ""}) are not there in bubblewrap`,
     );
-  if (workdir !== WORKSPACE && workdir !== "/")
-    notes.push(`${name}: WORKDIR ${workdir}: the agent and the tests start in ${WORKSPACE} here`);
   notes.push(...runNote(name, runs));
-  return { files: [...placed.values()].sort((a, b) => (a.path < b.path ? -1 : 1)), notes };
+  return { files: files.sort((a, b) => (a.path < b.path ? -1 : 1)), notes, workdir };
 }
 
 function runNote(name: string, runs: number): string[] {

@@ -8,7 +8,7 @@ import {
   TaskId,
   type TaskSplit,
 } from "@bridle/contracts";
-import { missingTools } from "@bridle/sandbox";
+import { missingTools, WORKSPACE } from "@bridle/sandbox";
 import { workspaceFromDockerfile } from "./dockerfile.ts";
 import { hashTree, readTree, type TreeFile } from "./files.ts";
 import { labelsOf, parseTaskToml, type TaskToml } from "./task-toml.ts";
@@ -31,6 +31,8 @@ export interface HarborTask {
   files: TreeFile[];
   /** Files under environment/, relative to it: the workspace's starting content. */
   environment: TreeFile[];
+  /** Where the workspace is shown and the agent and the tests start (task.toml, WORKDIR, or /app). */
+  workdir: string;
   /** Files under tests/, relative to it. */
   tests: TreeFile[];
   /** Files under solution/, relative to it; empty when the task has no reference solution. */
@@ -95,14 +97,23 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
   const context = under(files, "environment").filter((f) => !BUILD_FILES.has(f.path));
   const dockerfile = file("environment/Dockerfile");
   const workspace = dockerfile
-    ? workspaceFromDockerfile(dockerfile.content.toString("utf8"), context, "environment/Dockerfile")
-    : { files: context, notes: [] };
+    ? workspaceFromDockerfile(
+        dockerfile.content.toString("utf8"),
+        context,
+        "environment/Dockerfile",
+        toml.environment.workdir,
+      )
+    : { files: context, notes: [], workdir: toml.environment.workdir ?? WORKSPACE };
   if (dockerfile)
     notes = [
       ...notes,
       "environment/Dockerfile: not built; its WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools",
       ...workspace.notes,
     ];
+  if (workspace.workdir !== WORKSPACE)
+    notes.push(
+      `workdir ${workspace.workdir}: the workspace is shown there, and the agent and the tests start there`,
+    );
   return {
     ok: true,
     task: {
@@ -118,6 +129,7 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
       labels: labelsOf(toml),
       files,
       environment: workspace.files,
+      workdir: workspace.workdir,
       tests: under(files, "tests"),
       solution: under(files, "solution"),
     },
@@ -151,6 +163,7 @@ function loadTb1(id: string, dir: string, files: TreeFile[], idProblems: string[
       labels: null,
       files,
       environment: read.environment,
+      workdir: read.workdir,
       tests: read.tests,
       solution: read.solution,
     },

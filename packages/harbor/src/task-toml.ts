@@ -7,6 +7,7 @@ import {
   TaskPlugins,
   TaskSplit,
 } from "@bridle/contracts";
+import { workdirProblem } from "@bridle/sandbox";
 import { parse, TomlError } from "smol-toml";
 import { z } from "zod";
 import { envReferences } from "./env.ts";
@@ -97,6 +98,14 @@ const Agent = z.looseObject({
 });
 
 const Environment = z.looseObject({
+  /** Where the agent and the tests work: the workspace is shown there (default /app). */
+  workdir: z
+    .string()
+    .superRefine((path, ctx) => {
+      const problem = workdirProblem(path);
+      if (problem) ctx.addIssue({ code: "custom", message: problem });
+    })
+    .optional(),
   requires: z.array(z.string().regex(/^[A-Za-z0-9._+-]+$/, "a command name, not a path")).default([]),
   build_timeout_sec: seconds.optional(),
   docker_image: z.string().optional(),

@@ -1,3 +1,4 @@
+import { WORKSPACE } from "@bridle/sandbox";
 import { parse as parseYaml } from "yaml";
 import { workspaceFromDockerfile } from "./dockerfile.ts";
 import type { TreeFile } from "./files.ts";
@@ -83,6 +84,7 @@ export type Tb1Result =
       tomlText: string;
       notes: string[];
       environment: TreeFile[];
+      workdir: string;
       tests: TreeFile[];
       solution: TreeFile[];
     }
@@ -167,7 +169,7 @@ export function readTb1(files: TreeFile[]): Tb1Result {
   const dockerfile = byPath("Dockerfile");
   const workspace = dockerfile
     ? workspaceFromDockerfile(dockerfile.content.toString("utf8"), context, "Dockerfile")
-    : { files: context, notes: [] };
+    : { files: context, notes: [], workdir: WORKSPACE };
   if (dockerfile || byPath("docker-compose.yaml") || byPath("docker-compose.yml"))
     notes.push(
       "Dockerfile / docker-compose.yaml: not built; the Dockerfile's WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools",
@@ -198,6 +200,7 @@ export function readTb1(files: TreeFile[]): Tb1Result {
     tomlText,
     notes,
     environment: workspace.files,
+    workdir: workspace.workdir,
     tests: [
       ...testFiles,
       runTests ? { ...runTests, path: "run-tests.sh" } : file("run-tests.sh", DEFAULT_RUN_TESTS),

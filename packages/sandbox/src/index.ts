@@ -10,5 +10,7 @@ export {
   type RunOptions,
   type RunResult,
   Sandbox,
+  SandboxSetupError,
   WORKSPACE,
+  workdirProblem,
 } from "./sandbox.ts";

@@ -2,7 +2,7 @@ import { mkdir, mkdtemp, readFile, rm, stat, utimes, writeFile } from "node:fs/p
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { missingTools, Sandbox } from "./index.ts";
+import { missingTools, Sandbox, WORKSPACE, workdirProblem } from "./index.ts";
 
 let host: string;
 beforeAll(async () => {
@@ -34,6 +34,46 @@ describe("Sandbox", () => {
       await b.dispose();
     }
     await expect(stat(a.root)).rejects.toThrow(/ENOENT/);
+  });
+
+  it("shows the workspace at a task's own workdir, and starts commands there", async () => {
+    const env = join(host, "env-workdir");
+    await mkdir(env);
+    await writeFile(join(env, "data.txt"), "in the workspace\n");
+    const box = await Sandbox.create({ environmentDir: env, baseDir: host, workdir: "/workspace/project" });
+    const plain = await Sandbox.create({ baseDir: host });
+    try {
+      const r = await box.run(
+        ["bash", "-c", "pwd; cat /workspace/project/data.txt; echo made > out.txt; ls /app 2>&1"],
+        {
+          timeoutMs: 10_000,
+        },
+      );
+      expect(r.stdout).toMatch(/^\/workspace\/project\nin the workspace\n.*No such file or directory/s);
+      expect(await readFile(join(box.workspace, "out.txt"), "utf8")).toBe("made\n");
+      expect(plain.workdir).toBe(WORKSPACE);
+      expect((await plain.run(["pwd"], { timeoutMs: 10_000 })).stdout).toBe(`${WORKSPACE}\n`);
+      await expect(
+        box.run(["true"], { timeoutMs: 10_000, mounts: [{ source: env, target: "/workspace/project/lib" }] }),
+      ).rejects.toThrow(/overlap/);
+    } finally {
+      await box.dispose();
+      await plain.dispose();
+    }
+  });
+
+  it("refuses a workdir that would hide the system or Bridle's own mounts, naming why", async () => {
+    expect(workdirProblem("/workspace")).toBeNull();
+    expect(workdirProblem("/srv/app-1")).toBeNull();
+    expect(workdirProblem("app")).toMatch(/not an absolute path/);
+    expect(workdirProblem("/app/../etc")).toMatch(/not a normalised path/);
+    expect(workdirProblem("/app/")).toMatch(/not a normalised path \(write "\/app"\)/);
+    expect(workdirProblem("/")).toMatch(/hide the system/);
+    expect(workdirProblem("/usr/src/app")).toMatch(/under \/usr/);
+    expect(workdirProblem("/tests")).toMatch(/is \/tests/);
+    expect(workdirProblem("/home/agent/x")).toMatch(/under \/home\/agent/);
+    expect(workdirProblem("/my app")).toMatch(/characters/);
+    await expect(Sandbox.create({ baseDir: host, workdir: "/etc" })).rejects.toThrow(/is \/etc/);
   });
 
   it("passes only the variables it is given; nothing leaks from the host", async () => {

@@ -2,14 +2,57 @@ import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmod, cp, mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { dirname, join, posix, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Cgroup, processAlive } from "./cgroup.ts";
 import { SANDBOX_PATH, systemMountArgs } from "./host.ts";
 import { TailBuffer } from "./output.ts";
 
-/** Where the workspace appears inside the sandbox (Harbor tasks conventionally work in /app). */
+/** Where the workspace appears inside the sandbox unless a task names another (Harbor's default). */
 export const WORKSPACE = "/app";
+
+/** A run that could not be set up as asked (nothing was started): the caller's environment failure. */
+export class SandboxSetupError extends Error {}
+
+/** Paths a task's workdir may not be, or be under: the system, and what Bridle mounts itself. */
+const RESERVED = [
+  "/usr",
+  "/bin",
+  "/sbin",
+  "/lib",
+  "/lib32",
+  "/lib64",
+  "/libx32",
+  "/etc",
+  "/proc",
+  "/dev",
+  "/sys",
+  "/tmp",
+  "/run",
+  "/tests",
+  "/solution",
+  "/logs",
+  "/oracle",
+  "/opt/bridle",
+  "/home/agent",
+];
+
+/**
+ * Why `path` cannot be a sandbox's workdir, or null when it can: an absolute, normalised path
+ * that is neither the root nor one of (or under) the system folders and Bridle's own mounts.
+ */
+export function workdirProblem(path: string): string | null {
+  if (!path.startsWith("/")) return `workdir ${JSON.stringify(path)} is not an absolute path`;
+  if (posix.normalize(path) !== path || (path.endsWith("/") && path !== "/"))
+    return `workdir ${JSON.stringify(path)} is not a normalised path (write ${JSON.stringify(posix.normalize(path).replace(/(.)\/$/, "$1"))})`;
+  if (path === "/") return "workdir / would hide the system: name a folder";
+  if (!/^[A-Za-z0-9._/-]+$/.test(path))
+    return `workdir ${JSON.stringify(path)} holds characters other than letters, digits and ._-/`;
+  const clash = RESERVED.find((r) => path === r || path.startsWith(`${r}/`));
+  return clash
+    ? `workdir ${path} is ${path === clash ? "" : "under "}${clash}, which the sandbox keeps for the system or its own mounts`
+    : null;
+}
 /** Where the guard's socket and the relay script appear inside the sandbox. */
 export const GUARD_SOCKET = "/run/bridle/guard.sock";
 const RELAY_SCRIPT = "/run/bridle/relay.mjs";
@@ -78,8 +121,10 @@ export class Sandbox {
     readonly id: string,
     /** The sandbox's private folder on the host. */
     readonly root: string,
-    /** The workspace on the host; `/app` inside. */
+    /** The workspace on the host; `workdir` inside. */
     readonly workspace: string,
+    /** Where the workspace appears inside, and where commands start (WORKSPACE by default). */
+    readonly workdir: string = WORKSPACE,
   ) {}
 
   /**
@@ -101,8 +146,16 @@ export class Sandbox {
     return { groups, folders };
   }
 
-  /** A new sandbox whose workspace is a copy of `environmentDir` (or empty). */
-  static async create(options: { environmentDir?: string; baseDir?: string } = {}): Promise<Sandbox> {
+  /**
+   * A new sandbox whose workspace is a copy of `environmentDir` (or empty), seen inside at
+   * `workdir` (WORKSPACE by default; see workdirProblem for what it may be).
+   */
+  static async create(
+    options: { environmentDir?: string; baseDir?: string; workdir?: string | undefined } = {},
+  ): Promise<Sandbox> {
+    const workdir = options.workdir ?? WORKSPACE;
+    const problem = workdirProblem(workdir);
+    if (problem) throw new Error(problem);
     const base = options.baseDir ?? tmpdir();
     await mkdir(base, { recursive: true });
     // The owner's pid leads the name, so a sandbox whose owner was killed is found (reapOrphans).
@@ -125,7 +178,7 @@ export class Sandbox {
       await rm(root, { recursive: true, force: true });
       throw err;
     }
-    return new Sandbox(`${process.pid}-${randomBytes(6).toString("hex")}`, root, workspace);
+    return new Sandbox(`${process.pid}-${randomBytes(6).toString("hex")}`, root, workspace, workdir);
   }
 
   /** A private folder under the sandbox's root (tests, logs), created fresh. */
@@ -248,16 +301,20 @@ export class Sandbox {
       "/tmp",
       "--bind",
       this.workspace,
-      WORKSPACE,
+      this.workdir,
     ];
     for (const mount of options.mounts ?? []) {
+      const inside = (a: string, b: string) => a === b || a.startsWith(`${b}/`);
+      // A mount point inside the workspace would be made in the workspace's folder on the host.
+      if (inside(mount.target, this.workdir) || inside(this.workdir, mount.target))
+        throw new SandboxSetupError(`the mount at ${mount.target} and the workdir ${this.workdir} overlap`);
       args.push(mount.writable ? "--bind" : "--ro-bind", mount.source, mount.target);
     }
     if (options.guard) {
       args.push("--ro-bind", relayOnHost, RELAY_SCRIPT, "--bind", options.guard.socketPath, GUARD_SOCKET);
     }
     // The root itself (a tmpfs holding the mount points) becomes read-only; the binds keep theirs.
-    args.push("--remount-ro", "/", "--chdir", WORKSPACE);
+    args.push("--remount-ro", "/", "--chdir", this.workdir);
     for (const [key, value] of Object.entries(env)) args.push("--setenv", key, value);
     return args;
   }

@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { AgentTask, FailureStage, RolloutRequest, RolloutResult, Trajectory } from "@bridle/contracts";
-import { type Mount, Sandbox } from "@bridle/sandbox";
+import { type Mount, Sandbox, SandboxSetupError } from "@bridle/sandbox";
 import { httpError, type Logger, ServiceError } from "@bridle/service-kit";
 import {
   agentTask,
@@ -140,7 +140,10 @@ async function execute(x: Execution): Promise<RolloutResult> {
 
   let sandbox: Sandbox | undefined;
   try {
-    sandbox = await Sandbox.create({ baseDir: join(deps.dataDir, "sandboxes") }).catch((err: unknown) => {
+    sandbox = await Sandbox.create({
+      baseDir: join(deps.dataDir, "sandboxes"),
+      workdir: task.workdir,
+    }).catch((err: unknown) => {
       throw new EnvironmentFailure("sandbox", `cannot create the sandbox: ${(err as Error).message}`);
     });
     for (const file of task.environment) {
@@ -190,7 +193,7 @@ async function runHarness(
   const { deps, request, adapter, task } = x;
   const home = await sandbox.scratch("home");
   const launch = adapter.launch({
-    workspace: "/app",
+    workspace: sandbox.workdir,
     home: HOME_INSIDE,
     guardUrl: `http://127.0.0.1:${GUARD_PORT_INSIDE}`,
     apiKey,
@@ -212,16 +215,22 @@ async function runHarness(
   });
   const timeoutSec = request.agentTimeoutSec ?? task.agentTimeoutSec;
   try {
-    const run = await sandbox.run([launch.command, ...launch.args], {
-      timeoutMs: timeoutSec * 1000,
-      env: launch.env,
-      mounts: [
-        { source: home, target: HOME_INSIDE, writable: true },
-        ...installMounts(adapter, deps.install),
-      ],
-      guard: { socketPath: forwarder.path, port: GUARD_PORT_INSIDE },
-      maxOutputBytes: 1024 * 1024,
-    });
+    const run = await sandbox
+      .run([launch.command, ...launch.args], {
+        timeoutMs: timeoutSec * 1000,
+        env: launch.env,
+        mounts: [
+          { source: home, target: HOME_INSIDE, writable: true },
+          ...installMounts(adapter, deps.install),
+        ],
+        guard: { socketPath: forwarder.path, port: GUARD_PORT_INSIDE },
+        maxOutputBytes: 1024 * 1024,
+      })
+      .catch((err: unknown) => {
+        // A task's workdir that clashes with where this host keeps the harness: nothing ran.
+        if (err instanceof SandboxSetupError) throw new EnvironmentFailure("sandbox", err.message);
+        throw err;
+      });
     result.durationsMs.harness = Math.round(run.durationMs);
     await writeFile(join(x.logs, "harness.stdout"), run.stdout);
     await writeFile(join(x.logs, "harness.stderr"), run.stderr);

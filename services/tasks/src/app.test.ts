@@ -154,6 +154,8 @@ describe("the tasks service", () => {
     ).json()) as VerifierBundle;
     expect(bundle.tests.map((f) => f.path).sort()).toEqual(["check.py", "test.sh"]);
     expect(bundle.verifierTimeoutSec).toBe(60);
+    // Bundled tasks work where Harbor's do by default.
+    expect([view.workdir, bundle.workdir]).toEqual(["/app", "/app"]);
   });
 
   it("answers 404 for an unknown task and 400 for a bad id or path", async () => {

@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS tasks (
   guard TEXT NOT NULL DEFAULT '{}',
   tier TEXT,
   impossible INTEGER NOT NULL DEFAULT 0,
-  reward_key TEXT
+  reward_key TEXT,
+  workdir TEXT NOT NULL DEFAULT '/app'
 );
 CREATE TABLE IF NOT EXISTS task_files (
   task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
@@ -70,6 +71,7 @@ interface Row {
   tier: string | null;
   impossible: number;
   reward_key: string | null;
+  workdir: string;
 }
 
 /** The stored `[guard]` table in the runner's shape (a registry from before the column reads as none). */
@@ -121,6 +123,8 @@ export class TaskStore {
     }
     if (!columns.some((c) => c.name === "reward_key"))
       this.db.exec("ALTER TABLE tasks ADD COLUMN reward_key TEXT");
+    if (!columns.some((c) => c.name === "workdir"))
+      this.db.exec("ALTER TABLE tasks ADD COLUMN workdir TEXT NOT NULL DEFAULT '/app'");
   }
 
   /**
@@ -139,9 +143,9 @@ export class TaskStore {
       this.db
         .prepare(
           `INSERT INTO tasks (id, hash, category, split, split_source, labels, controls, instruction,
-             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible, reward_key)
+             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible, reward_key, workdir)
            VALUES (@id, @hash, @category, @split, @split_source, @labels, @controls, @instruction,
-             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible, @reward_key)`,
+             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible, @reward_key, @workdir)`,
         )
         .run({
           id: task.id,
@@ -161,6 +165,7 @@ export class TaskStore {
           tier: task.toml.metadata.tier ?? null,
           impossible: task.toml.metadata.impossible ? 1 : 0,
           reward_key: task.toml.verifier.reward_key ?? null,
+          workdir: task.workdir,
         });
       const insert = this.db.prepare(
         "INSERT INTO task_files (task_id, part, path, mode, content) VALUES (?, ?, ?, ?, ?)",
@@ -235,6 +240,7 @@ export class TaskStore {
       category: row.category,
       instruction: row.instruction,
       agentTimeoutSec: row.agent_timeout_sec,
+      workdir: row.workdir,
       environment: this.files(id, "environment"),
       guard: guardOf(row.guard),
     };
@@ -251,6 +257,7 @@ export class TaskStore {
       verifierTimeoutSec: row.verifier_timeout_sec,
       verifierEnv: JSON.parse(row.verifier_env) as Record<string, string>,
       rewardKey: row.reward_key ?? null,
+      workdir: row.workdir,
       tests: this.files(id, "tests"),
     };
   }

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { cp, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -65,6 +65,16 @@ beforeAll(async () => {
     '[metadata]\ncategory = "repair"\n[verifier]\ntimeout_sec = 1\n',
   );
   await writeFile(join(dir, "import/slow-tests/tests/test.sh"), "sleep 60\n");
+  // repair-median in a workdir of its own: its scripts name /srv/project, never /app.
+  await cp(join(repoRoot, "tasks", "repair-median"), join(dir, "import", "elsewhere"), { recursive: true });
+  for (const file of ["solution/solve.sh", "tests/test.sh", "tests/check.py"]) {
+    const text = await readFile(join(dir, "import/elsewhere", file), "utf8");
+    await writeFile(join(dir, "import/elsewhere", file), text.replaceAll("/app", "/srv/project"));
+  }
+  await writeFile(
+    join(dir, "import/elsewhere/task.toml"),
+    '[metadata]\ncategory = "repair"\n[environment]\nworkdir = "/srv/project"\n',
+  );
   // The real tasks service, as its own process.
   tasks = spawn(process.execPath, ["--import", "tsx", join(repoRoot, "services/tasks/src/main.ts")], {
     env: { ...process.env, PORT: String(TASKS_PORT), TASKS_DATA: join(dir, "data"), LOG_LEVEL: "warn" },
@@ -88,6 +98,7 @@ beforeAll(async () => {
   expect(imported.status).toBe(200);
   workspaces.solved = await workspaceAfter("repair-median", "bash /solution/solve.sh");
   workspaces.untouched = await workspaceAfter("repair-median", "true");
+  workspaces.elsewhere = await workspaceAfter("elsewhere", "bash /solution/solve.sh");
   workspaces.half = await workspaceAfter(
     "build-roman-numerals",
     "bash /solution/solve.sh && sed -i 's/if not 1 <= n <= 3999:/if False:/' roman.py",
@@ -127,6 +138,18 @@ describe("the verifier service", () => {
     });
     expect(blocked.outcome.correctness).toBe(1);
     expect(blocked.reward).toBe(0);
+  });
+
+  it("verifies a task's workspace at the task's own workdir", async () => {
+    const solved = await verifyOk({
+      taskId: "elsewhere",
+      workspace: workspaces.elsewhere,
+      calls: 2,
+      mode: "eval",
+    });
+    expect(solved.outcome).toMatchObject({ correctness: 1, failure: null });
+    const untouched = await verifyOk({ taskId: "elsewhere", workspace: workspaces.untouched, calls: 2 });
+    expect(untouched.outcome.correctness).toBe(0);
   });
 
   it("gives partial credit on a build task, without a bonus", async () => {

@@ -64,6 +64,7 @@ export async function verify(deps: VerifyDeps, request: VerificationRequest): Pr
     try {
       sandbox = await Sandbox.create({
         environmentDir: request.workspace,
+        workdir: bundle.workdir,
         ...(deps.sandboxDir ? { baseDir: deps.sandboxDir } : {}),
       });
     } catch (err) {

@@ -12,6 +12,7 @@ beforeAll(async () => {
   stack = await startRolloutStack(19720, [
     TASK,
     join(import.meta.dirname, "..", "fixtures", "offline-answer"),
+    join(import.meta.dirname, "..", "fixtures", "own-workdir"),
   ]);
 }, 600_000);
 afterAll(() => stack?.stop());
@@ -159,6 +160,23 @@ describe("a task's own guard rules reach the guard session of its rollouts", () 
     expect(result.correctness).toBe(1); // the answer is right, but a blocked call always scores 0
     expect(result.reward).toBe(0);
     expect(result.toolCalls.guard).toBe(2);
+  });
+
+  it("a task with a workdir of its own: the harness starts there and the verifier checks there", async () => {
+    await stack.script([{ tool_calls: [run("pwd > where.txt")] }, { text: "Done." }]);
+    const res = await stack.app.request("/v1/rollouts", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        rolloutId: "own-workdir",
+        taskId: "own-workdir",
+        harness: "pi",
+        model: "scripted-model",
+      }),
+    });
+    const result = RolloutResult.parse(await res.json());
+    expect(result.environmentFailure).toBeNull();
+    expect(result.correctness).toBe(1);
   });
 });
 

@@ -164,5 +164,29 @@ describe("a training run and an evaluation on the real embedded stack (pi, SmolL
     expect(evaluated.stdout).toMatch(/# Evaluation: /);
     const runs = cli(["runs"]);
     expect(runs.stdout).toMatch(/e2e-cli\s+COMPLETED/);
+
+    // A run stopped from the CLI ends after the step it is in, not after all three.
+    const started = cli([
+      "train",
+      "--name",
+      "e2e-cancel",
+      "--steps",
+      "3",
+      "--group",
+      "2",
+      "--max-turns",
+      "2",
+    ]);
+    expect(started.status, started.stderr).toBe(0);
+    const cancelled = cli(["runs", "cancel", "e2e-cancel"]);
+    expect(cancelled.status, cancelled.stdout).toBe(0);
+    expect(cancelled.stdout).toMatch(/run e2e-cancel cancelled: it ends after the step it is in/);
+    const ended = cli(["train", "--name", "e2e-cancel", "--follow"]);
+    expect(ended.stdout).toMatch(/run e2e-cancel: COMPLETED/);
+    expect(ended.stdout).not.toMatch(/step 2 done/);
+    const again = cli(["runs", "cancel", "e2e-cancel"]);
+    expect(again.status).toBe(1);
+    expect(again.stdout).toMatch(/run 'e2e-cancel' is COMPLETED/);
+    expect(cli(["runs", "cancel", "no-such-run"]).stdout).toMatch(/no run named 'no-such-run'/);
   }, 2_400_000);
 });

@@ -5,7 +5,7 @@ import { experiment, experimentUsage } from "./commands/experiment.ts";
 import { guardCheck } from "./commands/guard-check.ts";
 import { runProbe } from "./commands/probe.ts";
 import { tasksCommand, tasksUsage } from "./commands/tasks.ts";
-import { evaluate, importBundledTasks, listRuns, train, trainingUsage } from "./commands/training.ts";
+import { evaluate, importBundledTasks, listRuns, signalRun, train, trainingUsage } from "./commands/training.ts";
 import {
   down,
   endpoints,
@@ -128,7 +128,9 @@ async function main(argv: string[]): Promise<number> {
       await up(config, say);
       return experiment(config, values, say);
     case "runs":
-      return listRuns(config, say);
+      return positionals[1] === undefined || positionals[1] === "list"
+        ? listRuns(config, say)
+        : signalRun(config, positionals[1], positionals[2], say);
     case "tasks":
       return tasksCommand(config, positionals.slice(1), values, say);
     default:

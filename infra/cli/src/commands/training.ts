@@ -32,7 +32,11 @@ export const trainingUsage = `  train [--name N] [--harness pi] [--steps 2] [--b
   eval --candidate MODEL [--baseline MODEL] [--harness pi] [--limit N] [--attempts N]
         [--temperature T]
                      evaluate an adapter version against the base model on held-out tasks
-  runs               list training runs`;
+  runs               list training runs
+  runs cancel|pause|resume NAME
+                     stop a run after the step it is in (its adapter versions stay), or hold
+                     it between steps and let it go on; a run goes on when the command that
+                     started or followed it is interrupted`;
 
 export interface TrainingFlags {
   name?: string | undefined;
@@ -123,6 +127,23 @@ export async function train(
 }
 
 async function follow(config: StackConfig, name: string, say: Say): Promise<RunView> {
+  // The run lives in the stack, not in this command: an interrupt stops the following only.
+  const interrupted = () => {
+    say(
+      `\nstopped following; run ${name} goes on in the stack. \`bridle runs cancel ${name}\` stops it after ` +
+        `the step it is in; \`bridle train --name ${name} --follow\` follows it again`,
+    );
+    process.exit(130);
+  };
+  process.once("SIGINT", interrupted);
+  try {
+    return await followRun(config, name, say);
+  } finally {
+    process.removeListener("SIGINT", interrupted);
+  }
+}
+
+async function followRun(config: StackConfig, name: string, say: Say): Promise<RunView> {
   let last = "";
   let shown = 0;
   const poll = patientPoll(say);
@@ -238,6 +259,43 @@ export async function runJob<
     }
     await sleep(2_000);
   }
+}
+
+/** `runs cancel|pause|resume NAME`: the run's signal, through the gateway; the run's state after it. */
+export async function signalRun(
+  config: StackConfig,
+  action: string | undefined,
+  name: string | undefined,
+  say: Say,
+): Promise<number> {
+  if (action !== "cancel" && action !== "pause" && action !== "resume") {
+    say(`bridle runs: unknown action '${action}' (cancel, pause or resume)`);
+    return 2;
+  }
+  if (!name) {
+    say(`bridle runs ${action}: name the run (bridle runs lists them)`);
+    return 2;
+  }
+  const run = await callJson(`${gateway(config)}/v1/runs/${encodeURIComponent(name)}/${action}`, {
+    schema: RunView,
+    method: "POST",
+    headers: auth(config),
+  }).catch((err: unknown) => {
+    if (err instanceof ServiceError && (err.status === 404 || err.status === 409)) {
+      const body = err.body as { error?: { message?: string } } | undefined;
+      say(`bridle runs ${action}: ${body?.error?.message ?? err.message}`);
+      return null;
+    }
+    throw err;
+  });
+  if (!run) return 1;
+  const what = {
+    cancel: "cancelled: it ends after the step it is in, keeping the adapter versions it made",
+    pause: "paused: it holds before its next step until `bridle runs resume` names it",
+    resume: "resumed",
+  }[action];
+  say(`run ${run.name} ${what} (${run.uiUrl})`);
+  return 0;
 }
 
 export async function listRuns(config: StackConfig, say: Say): Promise<number> {

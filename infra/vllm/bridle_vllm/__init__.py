@@ -14,3 +14,9 @@ def register() -> None:
 
     if install():
         logger.info("bridle: CPU LoRA ops grouped by adapter; tokens without one are left to the base model")
+    else:
+        # A vLLM whose CPU LoRA wrapper changed: its own ops serve, with the fault lora_cpu describes.
+        logger.warning(
+            "bridle: this vLLM has no CPU LoRA wrapper to patch; on CPU, base-model requests batched "
+            "beside adapter requests may be computed with an adapter's weights"
+        )

@@ -124,6 +124,42 @@ describe("a training run and an evaluation on the real embedded stack (pi, SmolL
     }
   }, 1_000_000);
 
+  it("refuses an evaluation of a model serving does not know, or of tasks it cannot judge on, before any rollout", async () => {
+    const refused = async (id: string, body: Record<string, unknown>) => {
+      expect((await postJson(`${gatewayUrl}/v1/evals`, { id, limit: 1, ...limits, ...body })).status).toBe(
+        202,
+      );
+      const view = await callJson(`${gatewayUrl}/v1/evals/${id}?wait=true`, {
+        schema: EvalView,
+        headers: gatewayHeaders,
+        timeoutMs: 120_000,
+      });
+      expect(view.status).toBe("FAILED");
+      const history = await temporal.workflow.getHandle(`eval-${id}`).fetchHistory();
+      const rollouts = (history.events ?? []).filter(
+        (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === "runRollout",
+      );
+      expect(rollouts).toHaveLength(0);
+      return view.failure ?? "";
+    };
+    expect(await refused("e2e-unknown-model", { candidate: "nope@v9", baseline: config.modelName })).toMatch(
+      /serving knows no model 'nope@v9'/,
+    );
+    const tasks = (await (
+      await fetch(`http://${config.host}:${config.ports.tasks}/v1/tasks?split=train`)
+    ).json()) as {
+      tasks: { id: string }[];
+    };
+    const trainTask = tasks.tasks[0]!.id;
+    expect(
+      await refused("e2e-train-task", {
+        candidate: config.modelName,
+        baseline: config.modelName,
+        tasks: [trainTask],
+      }),
+    ).toMatch(new RegExp(`task '${trainTask}' is in the train split, not held out`));
+  }, 300_000);
+
   it("trains and evaluates again through the bridle CLI", () => {
     const env = { ...process.env };
     const cli = (args: string[]) =>

@@ -161,15 +161,34 @@ export function createActivities(deps: ActivityDeps) {
     async heldOutTasks(input: {
       limit: number;
       ids?: string[];
+      /** An evaluation's tasks: each named one must be held out and have passed its controls. */
+      judged?: boolean;
     }): Promise<{ id: string; category: string; hash: string; impossible: boolean }[]> {
       const list = await callJson(`${deps.tasksUrl}/v1/tasks?split=held-out&controls=passed`, {
         schema: z.object({ tasks: z.array(TaskSummary) }),
       });
-      const all = input.ids
-        ? (
+      let all = list.tasks;
+      if (input.ids) {
+        // Named tasks must exist; an evaluation's must also be what it judges on: held out, with a
+        // verifier that passed its controls. Anything else is refused by name before a rollout runs.
+        const known = new Map(
+          (
             await callJson(`${deps.tasksUrl}/v1/tasks`, { schema: z.object({ tasks: z.array(TaskSummary) }) })
-          ).tasks.filter((t) => input.ids!.includes(t.id))
-        : list.tasks;
+          ).tasks.map((t) => [t.id, t]),
+        );
+        const problems = input.ids.flatMap((id) => {
+          const task = known.get(id);
+          if (!task) return [`no task '${id}' in the registry`];
+          if (!input.judged) return [];
+          if (task.split !== "held-out") return [`task '${id}' is in the ${task.split} split, not held out`];
+          if (!task.controls?.passed)
+            return [`task '${id}' has ${task.controls ? "failed" : "not run"} its controls`];
+          return [];
+        });
+        if (problems.length > 0)
+          throw ApplicationFailure.nonRetryable(`the named tasks: ${problems.join("; ")}`, "invalid_tasks");
+        all = input.ids.map((id) => known.get(id)!);
+      }
       return stratified(all)
         .slice(0, input.limit)
         .map((t) => ({ id: t.id, category: t.category, hash: t.hash, impossible: t.impossible }));
@@ -272,12 +291,33 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /** Which adapter version (and content hash) a served model name is; nulls for the base model. */
+    /**
+     * What serves `model`: an adapter version's number and hash, or nulls for the base model and for
+     * an adapter's bare name (its current version, resolved per request). A model serving does not
+     * know, or a version it no longer serves, is refused here, before any rollout asks for it.
+     */
     async resolveServed(model: string): Promise<{ version: number | null; hash: string | null }> {
       const list = await callJson(`${deps.servingUrl}/v1/adapters`, {
-        schema: z.object({ adapters: z.array(z.object({ versions: z.array(AdapterVersion) })) }),
+        schema: z.object({
+          adapters: z.array(z.object({ name: z.string(), versions: z.array(AdapterVersion) })),
+        }),
       });
       const version = list.adapters.flatMap((a) => a.versions).find((v) => v.servedName === model);
-      return version ? { version: version.version, hash: version.hash } : { version: null, hash: null };
+      if (version) {
+        if (version.state !== "serving")
+          throw ApplicationFailure.nonRetryable(
+            `model '${model}' is ${version.state}: serving no longer answers for it`,
+            "model_not_served",
+          );
+        return { version: version.version, hash: version.hash };
+      }
+      if (list.adapters.some((a) => a.name === model)) return { version: null, hash: null };
+      const base = await callJson(`${deps.servingUrl}/v1/base-model`, { schema: BaseModelInfo });
+      if (base.id === model) return { version: null, hash: null };
+      throw ApplicationFailure.nonRetryable(
+        `serving knows no model '${model}': name the base model (${base.id}), an adapter, or one of its versions (<name>@v<N>; GET /v1/adapters lists them)`,
+        "model_not_found",
+      );
     },
 
     /** Writes an evaluation report as JSON and Markdown where people can read it. */

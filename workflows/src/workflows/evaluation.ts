@@ -11,7 +11,11 @@ import { rolloutSeed } from "./seed.ts";
  * each rollout. The report is returned and written as JSON and Markdown.
  */
 export async function evaluation(config: EvalConfig & { id: string }): Promise<EvalOutput> {
-  const tasks = await heldOutTasks({ limit: config.limit, ...(config.tasks ? { ids: config.tasks } : {}) });
+  const tasks = await heldOutTasks({
+    limit: config.limit,
+    judged: true,
+    ...(config.tasks ? { ids: config.tasks } : {}),
+  });
   const jobs = tasks.flatMap((task) =>
     (["candidate", "baseline"] as const).flatMap((arm) =>
       Array.from({ length: config.attempts }, (_, attempt) => ({ task, arm, attempt })),

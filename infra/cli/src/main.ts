@@ -5,7 +5,14 @@ import { experiment, experimentUsage } from "./commands/experiment.ts";
 import { guardCheck } from "./commands/guard-check.ts";
 import { runProbe } from "./commands/probe.ts";
 import { tasksCommand, tasksUsage } from "./commands/tasks.ts";
-import { evaluate, importBundledTasks, listRuns, signalRun, train, trainingUsage } from "./commands/training.ts";
+import {
+  evaluate,
+  importBundledTasks,
+  listRuns,
+  signalRun,
+  train,
+  trainingUsage,
+} from "./commands/training.ts";
 import {
   down,
   endpoints,

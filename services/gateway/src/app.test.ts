@@ -5,6 +5,7 @@ import { errorOf, issuePaths, openApiOf } from "@bridle/service-kit/testing";
 import { Client, Connection } from "@temporalio/client";
 import { describe, expect, it } from "vitest";
 import { createGatewayApp } from "./app.ts";
+import { failureMessage } from "./temporal.ts";
 
 // The contract checks below are answered before Temporal is called, so a lazy connection to a
 // closed port is enough here; the real workflow path is covered in test/ on the running stack.
@@ -88,5 +89,15 @@ describe("gateway API contract", () => {
   it("serves its OpenAPI document", async () => {
     const doc = await openApiOf(await app().request("/openapi.json"));
     expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(["/v1/probes", "/v1/probes/{id}"]));
+  });
+});
+
+describe("why a job failed", () => {
+  it("is said in the innermost cause's words, not the activity wrapper's", () => {
+    const own = new Error("serving knows no model 'nope@v9'");
+    const activity = new Error("Activity task failed", { cause: own });
+    expect(failureMessage(new Error("Workflow execution failed", { cause: activity }))).toBe(own.message);
+    expect(failureMessage(own)).toBe(own.message);
+    expect(failureMessage("plain")).toBe("plain");
   });
 });

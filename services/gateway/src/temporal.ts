@@ -20,3 +20,13 @@ const known = new Set<string>([
 export function toStatus(name: string): WorkflowStatus {
   return (known.has(name) ? name : "UNKNOWN") as WorkflowStatus;
 }
+
+/**
+ * Why a workflow failed, in the words of whoever said it: the innermost cause of the error (an
+ * activity's own failure sits under "Activity task failed", which tells a reader nothing).
+ */
+export function failureMessage(err: unknown): string {
+  let current: unknown = err;
+  while (current instanceof Error && current.cause instanceof Error) current = current.cause;
+  return current instanceof Error ? current.message : String(current);
+}

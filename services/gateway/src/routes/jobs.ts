@@ -2,14 +2,9 @@ import { randomUUID } from "node:crypto";
 import { jobView, SearchAttributes, TaskQueues } from "@bridle/contracts";
 import { createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
-import {
-  type Client,
-  WorkflowExecutionAlreadyStartedError,
-  WorkflowFailedError,
-  WorkflowNotFoundError,
-} from "@temporalio/client";
+import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from "@temporalio/client";
 import { defineSearchAttributeKey } from "@temporalio/common";
-import { toStatus, workflowUiUrl } from "../temporal.ts";
+import { failureMessage, toStatus, workflowUiUrl } from "../temporal.ts";
 
 const Id = z.object({ id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, "an id") });
 const kindKey = defineSearchAttributeKey(SearchAttributes.kind.name, "KEYWORD");
@@ -107,8 +102,7 @@ export function jobRoutes<C extends JobConfig>(kind: JobKind<C>, deps: JobDeps) 
           if (status === "FAILED") {
             failure = await h.result().then(
               () => null,
-              (err: unknown) =>
-                err instanceof WorkflowFailedError ? String(err.cause?.message ?? err.message) : String(err),
+              (err: unknown) => failureMessage(err),
             );
           }
           return c.json(

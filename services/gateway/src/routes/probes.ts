@@ -4,7 +4,7 @@ import { createRouter, errorContent, httpError } from "@bridle/service-kit";
 import type { probeStack } from "@bridle/workflows";
 import { createRoute, z } from "@hono/zod-openapi";
 import { type Client, WorkflowFailedError, WorkflowNotFoundError } from "@temporalio/client";
-import { toStatus, workflowUiUrl } from "../temporal.ts";
+import { failureMessage, toStatus, workflowUiUrl } from "../temporal.ts";
 
 export interface ProbeDeps {
   temporal: Client;
@@ -89,8 +89,7 @@ export function probeRoutes(deps: ProbeDeps) {
           if (status === "FAILED") {
             view.failure = await handle.result().then(
               () => "unknown",
-              (err: unknown) =>
-                err instanceof WorkflowFailedError ? String(err.cause?.message ?? err.message) : String(err),
+              (err: unknown) => failureMessage(err),
             );
           }
           return c.json(view, 200);

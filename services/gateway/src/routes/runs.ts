@@ -8,15 +8,10 @@ import {
 import { createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
 import type { trainingRun } from "@bridle/workflows";
 import { createRoute, z } from "@hono/zod-openapi";
-import {
-  type Client,
-  WorkflowExecutionAlreadyStartedError,
-  WorkflowFailedError,
-  WorkflowNotFoundError,
-} from "@temporalio/client";
+import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from "@temporalio/client";
 import { defineSearchAttributeKey } from "@temporalio/common";
 import { streamSSE } from "hono/streaming";
-import { toStatus, workflowUiUrl } from "../temporal.ts";
+import { failureMessage, toStatus, workflowUiUrl } from "../temporal.ts";
 
 export interface RunDeps {
   temporal: Client;
@@ -70,8 +65,7 @@ export function runRoutes(deps: RunDeps) {
         status === "FAILED"
           ? await h.result().then(
               () => null,
-              (err: unknown) =>
-                err instanceof WorkflowFailedError ? String(err.cause?.message ?? err.message) : String(err),
+              (err: unknown) => failureMessage(err),
             )
           : null;
       return { name, workflowId: h.workflowId, status, uiUrl: ui(h.workflowId), progress, failure };

@@ -9,19 +9,17 @@
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { callJson } from "@bridle/service-kit";
 import { z } from "zod";
-import { benchConfig, benchHome, type Engine, median, startEngine } from "./engine.ts";
+import { benchConfig, benchPython, type Engine, makeAdapter, median, startEngine } from "./engine.ts";
 import { concurrentDecode, prefill, streamedDecode, type Target } from "./load.ts";
 import { loadSessions, replay } from "./replay.ts";
 import { printTable, type Row, row } from "./table.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const repoRoot = resolve(here, "../../..");
-const python = join(benchHome, "venv", "bin", "python");
-const trainerDir = join(repoRoot, "infra", "trainer");
+const python = benchPython;
 
 const DECODE_TOKENS = 128;
 const SINGLE_REPEATS = 3;
@@ -62,18 +60,6 @@ async function singleStream(t: Target): Promise<number> {
   const rates: number[] = [];
   for (let i = 0; i < SINGLE_REPEATS; i++) rates.push((await streamedDecode(t, DECODE_TOKENS)).rate);
   return median(rates);
-}
-
-/** Writes a random rank-8 PEFT adapter for the model (on `targets`, else the trainer's modules). */
-function makeAdapter(modelDir: string, out: string, targets?: string): string {
-  const args = ["-m", "bridle_trainer.make_adapter", "--model", modelDir, "--out", out, "--count", "1"];
-  if (targets) args.push("--targets", targets);
-  execFileSync(python, args, {
-    cwd: trainerDir,
-    env: { ...process.env, PYTHONPATH: trainerDir, HF_HUB_OFFLINE: "1" },
-    stdio: "ignore",
-  });
-  return out;
 }
 
 /** Loads an adapter into vLLM and warms it: vLLM reads the adapter's weights on its first use. */

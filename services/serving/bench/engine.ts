@@ -2,6 +2,7 @@
  * vLLM for the benchmark, started from the stack launcher's own component definition (so the figures
  * are the stack's), and stopped so that no engine process outlives the run.
  */
+import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { dirname, join, resolve } from "node:path";
@@ -17,6 +18,21 @@ import {
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 /** The install the benchmarks use: BRIDLE_HOME when set, else the repository's own. */
 export const benchHome = process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle");
+/** The install's Python (vLLM, torch, the trainer's package). */
+export const benchPython = join(benchHome, "venv", "bin", "python");
+const trainerDir = join(repoRoot, "infra", "trainer");
+
+/** Writes a random rank-8 PEFT adapter for the model (on `targets`, else the trainer's modules). */
+export function makeAdapter(modelDir: string, out: string, targets?: string): string {
+  const args = ["-m", "bridle_trainer.make_adapter", "--model", modelDir, "--out", out, "--count", "1"];
+  if (targets) args.push("--targets", targets);
+  execFileSync(benchPython, args, {
+    cwd: trainerDir,
+    env: { ...process.env, PYTHONPATH: trainerDir, HF_HUB_OFFLINE: "1" },
+    stdio: "ignore",
+  });
+  return out;
+}
 
 /** The stack settings of a benchmark's vLLM: its own ports and data folder, the chosen model. */
 export function benchConfig(data: string): StackConfig {

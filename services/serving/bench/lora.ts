@@ -7,21 +7,14 @@
  * (vLLM's own ops give its tokens the last adapter slot). One adapter slot, so that the adapter in
  * use holds the last one, as every slot does once a training run has loaded a few versions.
  */
-import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { callJson } from "@bridle/service-kit";
 import { z } from "zod";
-import { benchConfig, benchHome, type Engine, median, startEngine } from "./engine.ts";
+import { benchConfig, type Engine, makeAdapter, median, startEngine } from "./engine.ts";
 import { concurrentDecode, prefill, streamedDecode, type Target } from "./load.ts";
 import { printTable, type Row, row } from "./table.ts";
-
-const here = dirname(fileURLToPath(import.meta.url));
-const repoRoot = resolve(here, "../../..");
-const python = join(benchHome, "venv", "bin", "python");
-const trainerDir = join(repoRoot, "infra", "trainer");
 
 const STREAMS = 4;
 const DECODE_TOKENS = 96;
@@ -147,16 +140,7 @@ process.once("SIGTERM", stop);
 try {
   const config = benchConfig(data);
   progress(`making a rank-8 LoRA adapter on every projection of ${config.modelName}`);
-  const adapterDir = join(data, "adapter");
-  execFileSync(
-    python,
-    ["-m", "bridle_trainer.make_adapter", "--model", config.modelDir, "--out", adapterDir, "--count", "1"],
-    {
-      cwd: trainerDir,
-      env: { ...process.env, PYTHONPATH: trainerDir, HF_HUB_OFFLINE: "1" },
-      stdio: "inherit",
-    },
-  );
+  const adapterDir = makeAdapter(config.modelDir, join(data, "adapter"));
   // BRIDLE_LORA_BENCH_ORDER=bridle-first runs the arms the other way round (an order effect shows
   // as a base-model difference between the arms, where both run the same code).
   const bridleFirst = process.env.BRIDLE_LORA_BENCH_ORDER === "bridle-first";

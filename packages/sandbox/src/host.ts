@@ -5,7 +5,7 @@ import { join } from "node:path";
 export const SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /** Host folders the sandbox sees, read-only: the system, not the users' data. */
-const SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"];
+export const SYSTEM_DIRS = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc"];
 
 /**
  * bwrap arguments that show the host system read-only. Merged-/usr links (`/bin -> usr/bin`) are

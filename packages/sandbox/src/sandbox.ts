@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, posix, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Cgroup, processAlive } from "./cgroup.ts";
-import { SANDBOX_PATH, systemMountArgs } from "./host.ts";
+import { SANDBOX_PATH, SYSTEM_DIRS, systemMountArgs } from "./host.ts";
 import { TailBuffer } from "./output.ts";
 
 /** Where the workspace appears inside the sandbox unless a task names another (Harbor's default). */
@@ -16,14 +16,7 @@ export class SandboxSetupError extends Error {}
 
 /** Paths a task's workdir may not be, or be under: the system, and what Bridle mounts itself. */
 const RESERVED = [
-  "/usr",
-  "/bin",
-  "/sbin",
-  "/lib",
-  "/lib32",
-  "/lib64",
-  "/libx32",
-  "/etc",
+  ...SYSTEM_DIRS,
   "/proc",
   "/dev",
   "/sys",

@@ -58,12 +58,14 @@ const SIZES = {
   // Sized to finish within 2 hours on 2 CPU cores. A step of 12 rollouts is 40-50 model calls of
   // ~1,600 tokens each (pi re-renders the model's tool calls, so calls never chain): 64K-76K tokens
   // as separate sequences, about 10K once their shared 1,364-token prompt prefix runs once.
+  // 8 attempts a held-out task: with 6, sampling noise alone spread the per-task differences of a
+  // base near 10% by about 0.2, wider than the effect the run is there to resolve.
   full: {
     steps: 5,
     batch: 2,
     group: 6,
-    attempts: 6,
-    lr: 3e-4,
+    attempts: 8,
+    lr: 2e-4,
     heldOut: 1000,
     maxTurns: CALIBRATION_MAX_TURNS,
     agentTimeoutSec: 420,
@@ -75,6 +77,9 @@ const SIZES = {
  * a group of rollouts different rewards, so GRPO has a signal, and leaves room to learn.
  */
 const BAND = { min: 0.05, max: 0.8 };
+
+/** Rollouts in flight at once: at most this many while judging, and a training step's batch up to it. */
+const JUDGING_STREAMS = 16;
 
 const int = (v: string | undefined, d: number) => (v === undefined ? d : Number(v));
 const pct = (x: number | null) => (x === null ? "n/a" : `${(100 * x).toFixed(1)}%`);
@@ -152,7 +157,9 @@ export async function experiment(config: StackConfig, flags: ExperimentFlags, sa
   const temperature = flags.temperature ? Number(flags.temperature) : 0.8;
   const maxTurns = int(flags["max-turns"], size.maxTurns);
   const attempts = int(flags.attempts, size.attempts);
-  const limits = { maxTurns, agentTimeoutSec: size.agentTimeoutSec, concurrency: 8 };
+  // Judging runs 16 rollouts at once (the CPU engine's aggregate decode still grows from 8 streams
+  // to 16); a training step runs its whole batch as one wave, so no straggler wave of a few.
+  const limits = { maxTurns, agentTimeoutSec: size.agentTimeoutSec, concurrency: JUDGING_STREAMS };
   const name =
     flags.name ??
     `exp-${flags.full ? "full" : "short"}-s${seed}-${new Date().toISOString().replace(/[-:T]/g, "").slice(0, 12)}`;
@@ -192,20 +199,23 @@ export async function experiment(config: StackConfig, flags: ExperimentFlags, sa
   const heldOut = await heldOutTasks(config, flags, tasks, say);
 
   say(`experiment ${name}: ${config.modelName} with ${harness}, ${steps} steps, seed ${seed}`);
+  const batch = int(flags.batch, size.batch);
+  const group = int(flags.group, size.group);
   const run = await train(
     config,
     {
       name,
       harness,
       steps: String(steps),
-      batch: String(int(flags.batch, size.batch)),
-      group: String(int(flags.group, size.group)),
+      batch: String(batch),
+      group: String(group),
       follow: true,
       ...(tasks ? { tasks: tasks.join(",") } : {}),
     },
     say,
     {
       ...limits,
+      concurrency: Math.min(JUDGING_STREAMS, batch * group),
       seed,
       temperature,
       train: { learningRate: flags.lr ? Number(flags.lr) : size.lr, scaleByStd: true, seed },

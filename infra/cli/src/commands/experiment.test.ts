@@ -1,7 +1,7 @@
 import { type EvalReport, StepMetrics } from "@bridle/contracts";
 import { describe, expect, it } from "vitest";
 import { loadStackConfig } from "../stack/config.ts";
-import { buildExperimentReport, judgingId, trainingThroughput } from "./experiment.ts";
+import { buildExperimentReport, judgingId, reproducingCommand, trainingThroughput } from "./experiment.ts";
 
 const config = loadStackConfig({});
 
@@ -161,5 +161,19 @@ describe("the experiment's evaluation id", () => {
     expect(judgingId("run", { ...settings, candidate: "m/pi/run@v6" })).not.toBe(base);
     expect(judgingId("run", { ...settings, heldOut: ["a"] })).not.toBe(base);
     expect(judgingId("other", settings)).not.toBe(base);
+  });
+});
+
+describe("the experiment's rerun command", () => {
+  it("names the settings that shape the results before the arguments, and no other", () => {
+    const settings = {
+      BRIDLE_MAX_TOKENS: "256",
+      BRIDLE_PORT_BASE: "9000",
+      BRIDLE_MODEL: "qwen2.5-coder-1.5b",
+    };
+    expect(reproducingCommand({ settings }, ["--full", "--seed", "4"])).toBe(
+      "BRIDLE_MODEL=qwen2.5-coder-1.5b BRIDLE_MAX_TOKENS=256 bridle experiment --full --seed 4",
+    );
+    expect(reproducingCommand({ settings: {} }, ["--full"])).toBe("bridle experiment --full");
   });
 });

@@ -297,7 +297,7 @@ async function judge(
     curves: trained.curves,
     eval: view.output.report,
     wallSeconds: Math.round((Date.now() - started) / 1000),
-    command: `bridle experiment ${process.argv.slice(3).join(" ")}`.trim(),
+    command: reproducingCommand(config, process.argv.slice(3)),
   });
   const outDir = resolve(flags.out ?? join(config.data, "experiments"));
   const files = writeReport(config, report, outDir, view.output.markdown);
@@ -310,6 +310,17 @@ async function judge(
   say(`verdict: ${report.verdict}`);
   say(`report: ${files.join(", ")}`);
   return 0;
+}
+
+/** Settings of the stack that change what the model does, so a report's command reruns the same experiment. */
+const RESULT_SETTINGS = ["BRIDLE_MODEL", "BRIDLE_MAX_TOKENS", "BRIDLE_PRECISION"];
+
+/** The command line that reruns this experiment: its arguments, after the settings that shape the results. */
+export function reproducingCommand(config: Pick<StackConfig, "settings">, args: string[]): string {
+  const env = RESULT_SETTINGS.filter((k) => config.settings[k] !== undefined).map(
+    (k) => `${k}=${config.settings[k]}`,
+  );
+  return [...env, "bridle", "experiment", ...args].join(" ").trim();
 }
 
 /**

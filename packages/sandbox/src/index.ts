@@ -1,6 +1,7 @@
 /** bubblewrap sandboxes for rollouts and verification (used by the runner and the verifier). */
 export { Cgroup, cgroupControllers, processAlive } from "./cgroup.ts";
 export { missingTools, SANDBOX_PATH } from "./host.ts";
+export { BASE_IMAGE, type BuiltImage, EnvironmentImages, ImageBuildError, planDockerfile } from "./images.ts";
 export {
   defaultLimits,
   GUARD_SOCKET,
@@ -10,6 +11,7 @@ export {
   type RunOptions,
   type RunResult,
   Sandbox,
+  type SandboxImage,
   SandboxSetupError,
   WORKSPACE,
   workdirProblem,

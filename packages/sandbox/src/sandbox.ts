@@ -61,6 +61,28 @@ export interface Orphans {
   folders: string[];
 }
 
+/**
+ * A container image's root filesystem as the sandbox's system, instead of the host's folders. The
+ * sandbox sees it through an overlay whose writable layer is its own (`Sandbox.changes`), so what a
+ * run changes outside the workspace (a package installed, a file under /etc) stays for the next run
+ * of the same sandbox and never reaches the image. Needs root (the overlay is mounted in a private
+ * mount namespace of each run).
+ */
+export interface SandboxImage {
+  /** The image's unpacked root filesystem on the host, never written. */
+  rootfs: string;
+  /** The image's environment (Dockerfile `ENV`): under what a run sets, over the sandbox's defaults. */
+  env?: Record<string, string>;
+  /**
+   * Layers over the image, read-only, top first: another sandbox's `changes`, so the verifier
+   * sees everything the agent changed, not only its workspace.
+   */
+  layers?: string[];
+}
+
+/** Where the host's node appears in an image sandbox (the relay and the harnesses run on it). */
+export const NODE_INSIDE = "/opt/bridle/bin/node";
+
 /** A host folder shown inside the sandbox. */
 export interface Mount {
   source: string;
@@ -118,7 +140,14 @@ export class Sandbox {
     readonly workspace: string,
     /** Where the workspace appears inside, and where commands start (WORKSPACE by default). */
     readonly workdir: string = WORKSPACE,
+    /** The image whose root filesystem is the system, when the task has one. */
+    readonly image?: SandboxImage,
   ) {}
+
+  /** The writable layer over an image sandbox's system: what its runs changed outside the workspace. */
+  get changes(): string | undefined {
+    return this.image ? join(this.root, "changes") : undefined;
+  }
 
   /**
    * Cleans up after owners that died mid-run (a runner or verifier killed by SIGKILL): their bwrap
@@ -144,11 +173,21 @@ export class Sandbox {
    * `workdir` (WORKSPACE by default; see workdirProblem for what it may be).
    */
   static async create(
-    options: { environmentDir?: string; baseDir?: string; workdir?: string | undefined } = {},
+    options: {
+      environmentDir?: string;
+      baseDir?: string;
+      workdir?: string | undefined;
+      image?: SandboxImage | undefined;
+    } = {},
   ): Promise<Sandbox> {
     const workdir = options.workdir ?? WORKSPACE;
     const problem = workdirProblem(workdir);
     if (problem) throw new Error(problem);
+    for (const dir of options.image ? [options.image.rootfs, ...(options.image.layers ?? [])] : []) {
+      // Overlay options are comma- and colon-separated: such a path cannot be named in them.
+      if (/[,:\\]/.test(dir) || !dir.startsWith("/"))
+        throw new SandboxSetupError(`image layer ${dir}: not an absolute path free of ',', ':' and '\\'`);
+    }
     const base = options.baseDir ?? tmpdir();
     await mkdir(base, { recursive: true });
     // The owner's pid leads the name, so a sandbox whose owner was killed is found (reapOrphans).
@@ -167,11 +206,20 @@ export class Sandbox {
         await mkdir(workspace);
       }
       await chmod(workspace, 0o755);
+      if (options.image) {
+        for (const dir of ["changes", "overlay-work", "system"]) await mkdir(join(root, dir));
+      }
     } catch (err) {
       await rm(root, { recursive: true, force: true });
       throw err;
     }
-    return new Sandbox(`${process.pid}-${randomBytes(6).toString("hex")}`, root, workspace, workdir);
+    return new Sandbox(
+      `${process.pid}-${randomBytes(6).toString("hex")}`,
+      root,
+      workspace,
+      workdir,
+      options.image,
+    );
   }
 
   /** A private folder under the sandbox's root (tests, logs), created fresh. */
@@ -193,7 +241,14 @@ export class Sandbox {
     });
     try {
       const inner = options.guard
-        ? ["node", RELAY_SCRIPT, String(options.guard.port), GUARD_SOCKET, "--", ...argv]
+        ? [
+            this.image ? NODE_INSIDE : "node",
+            RELAY_SCRIPT,
+            String(options.guard.port),
+            GUARD_SOCKET,
+            "--",
+            ...argv,
+          ]
         : argv;
       // A tiny shell joins the cgroups before exec'ing bwrap, so nothing inside escapes the limits.
       const enter = cgroup
@@ -203,7 +258,7 @@ export class Sandbox {
       const script = `${enter ? `${enter} && ` : ""}exec "$@"`;
       const child = spawn(
         "/bin/sh",
-        ["-c", script, "sh", "bwrap", ...this.bwrapArgs(options), "--", ...inner],
+        ["-c", script, "sh", ...this.overlayPrefix(), "bwrap", ...this.bwrapArgs(options), "--", ...inner],
         {
           detached: true,
           stdio: [options.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
@@ -263,9 +318,37 @@ export class Sandbox {
     await rm(this.root, { recursive: true, force: true, maxRetries: 3 });
   }
 
+  /**
+   * For an image sandbox: a private mount namespace in which the image (under any layers) and the
+   * sandbox's own writable layer are mounted as one overlay, which bwrap then shows as the root.
+   * The mount dies with the namespace, so nothing is left mounted on the host.
+   */
+  private overlayPrefix(): string[] {
+    if (!this.image) return [];
+    const lower = [...(this.image.layers ?? []), this.image.rootfs].join(":");
+    const mount =
+      'mount -t overlay bridle -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4" && shift 4 && exec "$@"';
+    return [
+      "unshare",
+      "--mount",
+      "--propagation",
+      "private",
+      "/bin/sh",
+      "-c",
+      mount,
+      "sh",
+      lower,
+      join(this.root, "changes"),
+      join(this.root, "overlay-work"),
+      join(this.root, "system"),
+    ];
+  }
+
   private bwrapArgs(options: RunOptions): string[] {
+    const image = this.image;
+    const path = image?.env?.PATH ?? SANDBOX_PATH;
     const env: Record<string, string> = {
-      PATH: SANDBOX_PATH,
+      PATH: image ? `${path}:${posix.dirname(NODE_INSIDE)}` : SANDBOX_PATH,
       HOME: "/tmp",
       LANG: "C.UTF-8",
       TERM: "dumb",
@@ -273,6 +356,7 @@ export class Sandbox {
       // Only uid 0 is mapped inside: tar run as root would try to restore an archive's owners
       // and fail on every file, so it extracts as owned by the caller, as a non-root user's does.
       TAR_OPTIONS: "--no-same-owner",
+      ...(image ? withoutPath(image.env ?? {}) : {}),
       ...(options.guard ? { BRIDLE_GUARD_URL: `http://127.0.0.1:${options.guard.port}` } : {}),
       ...options.env,
     };
@@ -285,7 +369,10 @@ export class Sandbox {
       "--clearenv",
       "--hostname",
       "sandbox",
-      ...systemMountArgs(),
+      // The image's system (writable through the sandbox's own layer), else the host's, read-only.
+      ...(image
+        ? ["--bind", join(this.root, "system"), "/", "--ro-bind", process.execPath, NODE_INSIDE]
+        : systemMountArgs()),
       "--proc",
       "/proc",
       "--dev",
@@ -307,10 +394,17 @@ export class Sandbox {
       args.push("--ro-bind", relayOnHost, RELAY_SCRIPT, "--bind", options.guard.socketPath, GUARD_SOCKET);
     }
     // The root itself (a tmpfs holding the mount points) becomes read-only; the binds keep theirs.
-    args.push("--remount-ro", "/", "--chdir", this.workdir);
+    // An image's root stays writable, as a container's is: writes land in the sandbox's layer.
+    if (!image) args.push("--remount-ro", "/");
+    args.push("--chdir", this.workdir);
     for (const [key, value] of Object.entries(env)) args.push("--setenv", key, value);
     return args;
   }
+}
+
+function withoutPath(env: Record<string, string>): Record<string, string> {
+  const { PATH: _path, ...rest } = env;
+  return rest;
 }
 
 function killGroup(pid: number | undefined): void {

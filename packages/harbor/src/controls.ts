@@ -1,6 +1,7 @@
 import type { AgentTask, ControlResults, ControlRun } from "@bridle/contracts";
-import { Sandbox } from "@bridle/sandbox";
+import { type BuiltImage, Sandbox } from "@bridle/sandbox";
 import { fromTaskFiles, writeTree } from "./files.ts";
+import { imageWorkspace } from "./image.ts";
 import type { HarborTask } from "./load.ts";
 import { lastLine, runTests } from "./verify.ts";
 
@@ -13,11 +14,30 @@ export interface ControlOptions {
   repeats?: number;
   /** The verifier toolchain on the host (see TestRunOptions.toolchain). */
   toolchain?: string | undefined;
+  /** The task's built image (see taskImage): its sandboxes run on it. */
+  image?: BuiltImage | null | undefined;
 }
 
-/** Starts a sandbox on a fresh copy of the task's environment, at the task's workdir. */
-export async function sandboxFor(task: HarborTask, baseDir?: string): Promise<Sandbox> {
-  const sandbox = await Sandbox.create({ workdir: task.workdir, ...(baseDir ? { baseDir } : {}) });
+/**
+ * Starts a sandbox on a fresh copy of the task's environment, at the task's workdir: on the task's
+ * image when it has one built (the workspace is what the image holds there), else on the host.
+ */
+export async function sandboxFor(
+  task: HarborTask,
+  baseDir?: string,
+  image?: BuiltImage | null,
+): Promise<Sandbox> {
+  const where = baseDir ? { baseDir } : {};
+  if (image) {
+    const environmentDir = imageWorkspace(image, task.workdir);
+    return Sandbox.create({
+      workdir: task.workdir,
+      image,
+      ...where,
+      ...(environmentDir ? { environmentDir } : {}),
+    });
+  }
+  const sandbox = await Sandbox.create({ workdir: task.workdir, ...where });
   await writeTree(sandbox.workspace, task.environment);
   return sandbox;
 }
@@ -54,7 +74,7 @@ const testOptions = (task: HarborTask, options: ControlOptions) => ({
 /** The oracle control: run the reference solution as the agent phase, then the tests; must score 1. */
 async function oracle(task: HarborTask, options: ControlOptions, attempt: number): Promise<ControlRun> {
   const started = performance.now();
-  const sandbox = await sandboxFor(task, options.baseDir);
+  const sandbox = await sandboxFor(task, options.baseDir, options.image);
   try {
     const solution = await sandbox.scratch("solution");
     await writeTree(solution, task.solution);
@@ -104,7 +124,7 @@ function testsSaid(outputTail: string): string {
 /** The nop control: no agent phase at all, then the tests; must score 0. */
 async function nop(task: HarborTask, options: ControlOptions, attempt: number): Promise<ControlRun> {
   const started = performance.now();
-  const sandbox = await sandboxFor(task, options.baseDir);
+  const sandbox = await sandboxFor(task, options.baseDir, options.image);
   try {
     const outcome = await runTests(sandbox, testOptions(task, options));
     const reward = outcome.correctness;

@@ -25,7 +25,14 @@ describe("loadTask", () => {
     const loaded = await loadTask(task);
     if (!loaded.ok) throw new Error(loaded.problems.join("; "));
     expect(loaded.task.environment.map((f) => f.path)).toEqual(["stats.py"]);
-    expect(loaded.task.notes).toContain(
+    // The Dockerfile is kept to build (validation builds it where podman is installed), and what
+    // running without its image means is said only when it is not built.
+    expect(loaded.task.dockerfile).toMatchObject({
+      name: "environment/Dockerfile",
+      content: "FROM debian\n",
+    });
+    expect(loaded.task.dockerfile?.context.map((f) => f.path)).toEqual(["stats.py"]);
+    expect(loaded.task.dockerfile?.withoutImage).toContain(
       "environment/Dockerfile: not built; its WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools",
     );
     expect(loaded.task.tests.map((f) => f.path).sort()).toEqual(["check.py", "test.sh"]);

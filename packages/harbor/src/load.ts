@@ -37,6 +37,19 @@ export interface HarborTask {
   tests: TreeFile[];
   /** Files under solution/, relative to it; empty when the task has no reference solution. */
   solution: TreeFile[];
+  /** The task's Dockerfile: built into the sandbox's system where an image engine is installed. */
+  dockerfile: TaskDockerfile | undefined;
+}
+
+/** A task's Dockerfile and what running without its image means. */
+export interface TaskDockerfile {
+  /** How the Dockerfile is named in notes (`environment/Dockerfile`, `Dockerfile`). */
+  name: string;
+  content: string;
+  /** The build context: the folder's files, less tests, solutions and build files. */
+  context: TreeFile[];
+  /** Notes that hold when the image is not built: bubblewrap on this host's tools instead. */
+  withoutImage: string[];
 }
 
 export type LoadResult =
@@ -104,12 +117,6 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
         toml.environment.workdir,
       )
     : { files: context, notes: [], workdir: toml.environment.workdir ?? WORKSPACE };
-  if (dockerfile)
-    notes = [
-      ...notes,
-      "environment/Dockerfile: not built; its WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools",
-      ...workspace.notes,
-    ];
   if (workspace.workdir !== WORKSPACE)
     notes.push(
       `workdir ${workspace.workdir}: the workspace is shown there, and the agent and the tests start there`,
@@ -132,6 +139,17 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
       workdir: workspace.workdir,
       tests: under(files, "tests"),
       solution: under(files, "solution"),
+      dockerfile: dockerfile
+        ? {
+            name: "environment/Dockerfile",
+            content: dockerfile.content.toString("utf8"),
+            context,
+            withoutImage: [
+              "environment/Dockerfile: not built; its WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools",
+              ...workspace.notes,
+            ],
+          }
+        : undefined,
     },
   };
 }
@@ -166,6 +184,7 @@ function loadTb1(id: string, dir: string, files: TreeFile[], idProblems: string[
       workdir: read.workdir,
       tests: read.tests,
       solution: read.solution,
+      dockerfile: read.dockerfile,
     },
   };
 }

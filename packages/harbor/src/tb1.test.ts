@@ -84,7 +84,11 @@ describe("a Terminal-Bench 1 task", () => {
     expect(task.tests.map((f) => f.path).sort()).toEqual(["run-tests.sh", "test.sh", "test_outputs.py"]);
     expect(task.solution.map((f) => f.path)).toEqual(["solve.sh"]);
     expect(task.notes).toContain("task.yaml: kept, not used by Bridle: run_tests_in_same_shell");
-    expect(task.notes.some((n) => n.startsWith("Dockerfile / docker-compose.yaml: not built"))).toBe(true);
+    expect(task.notes).toContain(
+      "docker-compose.yaml: not read: the task's Dockerfile alone makes its environment",
+    );
+    expect(task.dockerfile?.name).toBe("Dockerfile");
+    expect(task.dockerfile?.withoutImage[0]).toMatch(/^Dockerfile: not built;/);
     expect(task.notes.some((n) => n.startsWith('task.yaml: category: "file-operations"'))).toBe(true);
     // Nothing was written into the folder: it stays a Terminal-Bench 1 task.
     expect((await readdir(folder)).sort()).toEqual([

@@ -2,6 +2,7 @@ import { WORKSPACE } from "@bridle/sandbox";
 import { parse as parseYaml } from "yaml";
 import { workspaceFromDockerfile } from "./dockerfile.ts";
 import type { TreeFile } from "./files.ts";
+import type { TaskDockerfile } from "./load.ts";
 
 /**
  * Terminal-Bench 1's task layout, read as it is: `task.yaml` (the instruction and metadata),
@@ -87,6 +88,7 @@ export type Tb1Result =
       workdir: string;
       tests: TreeFile[];
       solution: TreeFile[];
+      dockerfile: TaskDockerfile | undefined;
     }
   | { ok: false; problems: string[] };
 
@@ -170,11 +172,12 @@ export function readTb1(files: TreeFile[]): Tb1Result {
   const workspace = dockerfile
     ? workspaceFromDockerfile(dockerfile.content.toString("utf8"), context, "Dockerfile")
     : { files: context, notes: [], workdir: WORKSPACE };
-  if (dockerfile || byPath("docker-compose.yaml") || byPath("docker-compose.yml"))
-    notes.push(
-      "Dockerfile / docker-compose.yaml: not built; the Dockerfile's WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools",
-      ...workspace.notes,
-    );
+  const withoutImage = [
+    "Dockerfile: not built; its WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools",
+    ...workspace.notes,
+  ];
+  if (byPath("docker-compose.yaml") || byPath("docker-compose.yml"))
+    notes.push("docker-compose.yaml: not read: the task's Dockerfile alone makes its environment");
   if (problems.length > 0 || instruction === undefined) return { ok: false, problems };
 
   const tomlText = [
@@ -207,6 +210,9 @@ export function readTb1(files: TreeFile[]): Tb1Result {
       file("test.sh", TB1_TEST_SH),
     ],
     solution: [file("solve.sh", solve ?? "")],
+    dockerfile: dockerfile
+      ? { name: "Dockerfile", content: dockerfile.content.toString("utf8"), context, withoutImage }
+      : undefined,
   };
 }
 

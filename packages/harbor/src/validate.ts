@@ -1,6 +1,8 @@
 import { basename } from "node:path";
 import type { ControlResults, TaskVerdict } from "@bridle/contracts";
+import type { EnvironmentImages } from "@bridle/sandbox";
 import { controlProblems, runControls } from "./controls.ts";
+import { taskImage } from "./image.ts";
 import { labelsFromControls } from "./labels.ts";
 import { findTaskDirs, type HarborTask, loadTask } from "./load.ts";
 
@@ -16,6 +18,8 @@ export interface ValidateOptions {
   repeats?: number;
   /** The verifier toolchain on the host (see TestRunOptions.toolchain). */
   toolchain?: string | undefined;
+  /** Builds tasks' Dockerfiles; without it (or an engine) they run in bubblewrap on the host's tools. */
+  images?: EnvironmentImages | undefined;
   /**
    * Controls already passed by this very content (same hash, at least as many repeats), reused
    * instead of running again: an unchanged task need not be checked twice.
@@ -61,11 +65,36 @@ export async function validateTask(
         controls: null,
         controlsReused: false,
         labels: null,
+        image: null,
       },
       task: null,
     };
   }
   const { task } = loaded;
+  // The Dockerfile is built only when the controls run (a schema check stays fast): its image is
+  // what they, and later the rollouts, run on.
+  const built = options.controls !== false ? await taskImage(task, options.images) : null;
+  if (built) task.notes = [...task.notes, ...built.notes];
+  else if (task.dockerfile)
+    task.notes = [...task.notes, `${task.dockerfile.name}: built when the controls run`];
+  const image = built?.image ? { digest: built.image.digest, tag: built.image.tag } : null;
+  if (built?.problem) {
+    return {
+      verdict: {
+        id: task.id,
+        dir,
+        ok: false,
+        problems: [built.problem],
+        notes: task.notes,
+        imported: false,
+        controls: null,
+        controlsReused: false,
+        labels: task.labels,
+        image: null,
+      },
+      task: null,
+    };
+  }
   let controls: ControlResults | null = null;
   let controlsReused = false;
   const repeats = options.repeats ?? 2;
@@ -78,6 +107,7 @@ export async function validateTask(
       controls = await runControls(task, {
         repeats,
         toolchain: options.toolchain,
+        image: built?.image ?? null,
         ...(options.baseDir ? { baseDir: options.baseDir } : {}),
         ...(options.allowedEnv ? { allowedEnv: options.allowedEnv } : {}),
       });
@@ -94,6 +124,7 @@ export async function validateTask(
           controls: null,
           controlsReused: false,
           labels: task.labels,
+          image,
         },
         task,
       };
@@ -111,6 +142,7 @@ export async function validateTask(
       controls,
       controlsReused,
       labels: controls ? labelsFromControls(controls) : task.labels,
+      image,
     },
     task,
   };
@@ -140,6 +172,7 @@ export async function validateFolder(path: string, options: ValidateOptions = {}
         controls: null,
         controlsReused: false,
         labels: null,
+        image: null,
       };
       await options.onVerdict?.(verdict, null);
       return verdict;

@@ -12,15 +12,24 @@ describe("planDockerfile", () => {
       "environment/Dockerfile",
     );
     expect(plan.dockerfile).toBe(
-      `FROM ${BASE_IMAGE} AS build\nSHELL ["/bin/bash", "-o", "pipefail", "-c"]\nRUN echo a | cat\nFROM build\nSHELL ["/bin/bash", "-o", "pipefail", "-c"]\nWORKDIR /app\n`,
+      'FROM localhost/bridle/python:3.11 AS build\nSHELL ["/bin/bash", "-o", "pipefail", "-c"]\nRUN echo a | cat\nFROM build\nSHELL ["/bin/bash", "-o", "pipefail", "-c"]\nWORKDIR /app\n',
     );
     expect(plan.substitutions).toEqual([
-      `environment/Dockerfile: line 2: FROM python:3.11-slim -> ${BASE_IMAGE} (Debian 12 with its python3 3.11 (pip, venv))`,
+      "environment/Dockerfile: line 2: FROM python:3.11-slim -> localhost/bridle/python:3.11 (Debian 12 with its python3 3.11, pip installing system-wide)",
     ]);
     expect(planDockerfile("FROM docker.io/library/gcc:13\n").substitutions[0]).toMatch(
       /localhost\/bridle\/gcc:12/,
     );
     expect(planDockerfile("FROM ubuntu:24.04\n").substitutions[0]).toMatch(/-> localhost\/bridle\/debian:12/);
+    // Docker Hub's official images from a mirror, pinned by digest, and Terminal-Bench's own bases.
+    const mirrored = "public.ecr.aws/docker/library/python:3.13-slim-bookworm@sha256:01f42367a0a9";
+    expect(planDockerfile(`FROM ${mirrored}\n`).dockerfile).toMatch(
+      /^FROM localhost\/bridle\/python:3\.11\n/,
+    );
+    expect(planDockerfile(`FROM ${BASE_IMAGE}\n`).substitutions).toEqual([]);
+    expect(planDockerfile("FROM ghcr.io/laude-institute/t-bench/python-3-13:20250620\n").dockerfile).toMatch(
+      /^FROM localhost\/bridle\/python:3\.11\n/,
+    );
   });
 
   it("refuses an image it has no base for, naming the line, and a Dockerfile without FROM", () => {

@@ -14,7 +14,7 @@ import type { SandboxImage } from "./sandbox.ts";
  */
 
 /** How images are built and unpacked here: part of every digest, so a change rebuilds what it affects. */
-const RECIPE = "bridle-image-recipe-2";
+const RECIPE = "bridle-image-recipe-4";
 
 /** Local base images, built from Debian's packages (mmdebstrap) and named like this. */
 export const BASE_IMAGE = "localhost/bridle/debian:12";
@@ -39,6 +39,8 @@ interface Flavour {
   image: string;
   /** Debian packages added to the base. */
   packages: string[];
+  /** A shell command run after they are installed, to match the image it stands in for. */
+  finish?: string;
   /** What the user gets, for the substitution note. */
   says: string;
 }
@@ -51,10 +53,19 @@ const FLAVOURS: Flavour[] = [
     says: "Debian 12",
   },
   {
-    names: ["python", "pypy"],
+    // Terminal-Bench's own bases are a Python image with tmux: python-3-13, python-3-11...
+    names: ["python", "pypy", "laude-institute/t-bench/python-*"],
+    image: "localhost/bridle/python:3.11",
+    packages: ["python-is-python3"],
+    // As the official image: `python` and `pip` on PATH, and pip installs into the system.
+    finish: "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED",
+    says: "Debian 12 with its python3 3.11, pip installing system-wide",
+  },
+  {
+    names: ["laude-institute/t-bench/ubuntu-*"],
     image: BASE_IMAGE,
     packages: [],
-    says: "Debian 12 with its python3 3.11 (pip, venv)",
+    says: "Debian 12",
   },
   {
     names: ["gcc", "buildpack-deps"],
@@ -113,7 +124,7 @@ export interface ImagesOptions {
   /** `podman` (default) or `docker`. */
   engine?: "podman" | "docker";
   /** Progress lines (a base image takes minutes the first time). */
-  say?: (line: string) => void;
+  say?: ((line: string) => void) | undefined;
 }
 
 /** Builds, unpacks and finds task environments' images. */
@@ -195,6 +206,7 @@ export class EnvironmentImages {
       const config = JSON.parse(inspect.output.trim().split("\n").pop() ?? "{}") as {
         Env?: string[];
         WorkingDir?: string;
+        Entrypoint?: string[] | null;
       };
       await this.unpack(tag, join(built, "rootfs"));
       const meta = {
@@ -204,6 +216,7 @@ export class EnvironmentImages {
           (config.Env ?? []).map((e) => [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)]),
         ),
         workdir: config.WorkingDir ? config.WorkingDir : null,
+        entrypoint: config.Entrypoint?.length ? config.Entrypoint : null,
         substitutions: plan.substitutions,
       };
       await writeFile(join(built, "image.json"), `${JSON.stringify(meta, null, 2)}\n`);
@@ -268,7 +281,7 @@ export class EnvironmentImages {
       try {
         await writeFile(
           join(dir, "Dockerfile"),
-          `FROM ${BASE_IMAGE}\nRUN apt-get update && apt-get install -y --no-install-recommends ${flavour.packages.join(" ")} && rm -rf /var/lib/apt/lists/*\n`,
+          `FROM ${BASE_IMAGE}\nRUN apt-get update && apt-get install -y --no-install-recommends ${flavour.packages.join(" ")} && rm -rf /var/lib/apt/lists/*${flavour.finish ? ` && ${flavour.finish}` : ""}\n`,
         );
         const built = await this.engineRun(["build", "--pull=never", "-t", flavour.image, dir]);
         if (built.code !== 0)
@@ -374,7 +387,8 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
     ) {
       resolved = image;
     } else {
-      const flavour = flavourOf(image);
+      const local = FLAVOURS.find((f) => f.image === image);
+      const flavour = local ?? flavourOf(image);
       if (!flavour)
         throw new ImageBuildError(
           `${name}: line ${line}: FROM ${image}: no image registry is reachable and there is no local base for it (local bases stand in for ${[...new Set(FLAVOURS.flatMap((f) => f.names))].join(", ")})`,
@@ -382,7 +396,8 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
         );
       flavours.push(flavour);
       resolved = flavour.image;
-      substitutions.push(`${name}: line ${line}: FROM ${image} -> ${flavour.image} (${flavour.says})`);
+      if (!local)
+        substitutions.push(`${name}: line ${line}: FROM ${image} -> ${flavour.image} (${flavour.says})`);
     }
     const rest = as?.toUpperCase() === "AS" && stage ? ` AS ${stage}` : "";
     out.push(`FROM ${resolved}${rest}`);
@@ -394,21 +409,37 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
   return { dockerfile: `${out.join("\n")}\n`, flavours, substitutions, lines };
 }
 
+/** Registries that serve Docker Hub's official images under their own name. */
+const HUB_MIRRORS = [
+  "docker.io/library/",
+  "index.docker.io/library/",
+  "registry-1.docker.io/library/",
+  "docker.io/",
+  "public.ecr.aws/docker/library/",
+  "mirror.gcr.io/library/",
+  "mirror.gcr.io/",
+];
+
+/** Registries whose images a flavour may name by `owner/name` (Terminal-Bench's bases). */
+const KNOWN_REGISTRIES = ["ghcr.io/"];
+
 function flavourOf(image: string): Flavour | undefined {
-  // docker.io/library/python:3.11-slim -> python
-  const withoutTag = image.replace(/@sha256:[0-9a-f]+$/, "").replace(/:[^/:]+$/, "");
-  const parts = withoutTag.split("/");
-  if (
-    parts.length > 1 &&
-    /[.:]|^localhost$/.test(parts[0]!) &&
-    !/^(docker\.io|index\.docker\.io)$/.test(parts[0]!)
-  )
-    return undefined;
-  const path = parts.filter((p) => !/^(docker\.io|index\.docker\.io|library)$/.test(p));
-  if (path.length !== 1) return undefined;
-  const base = path[0]!.toLowerCase();
+  // public.ecr.aws/docker/library/python:3.13-slim@sha256:... -> python
+  let name = image
+    .replace(/@sha256:[0-9a-f]+$/, "")
+    .replace(/:[^/:]+$/, "")
+    .toLowerCase();
+  const mirror = HUB_MIRRORS.find((m) => name.startsWith(m));
+  if (mirror) name = name.slice(mirror.length);
+  else {
+    const registry = KNOWN_REGISTRIES.find((r) => name.startsWith(r));
+    if (registry) name = name.slice(registry.length);
+    else if (name.includes("/") && /[.:]|^localhost\//.test(name.split("/")[0]!)) return undefined;
+  }
   // A versioned image (python:3.11-slim, gcc:13) names the toolchain by its name alone.
-  return FLAVOURS.find((f) => f.names.includes(base));
+  return FLAVOURS.find((f) =>
+    f.names.some((n) => (n.endsWith("*") ? name.startsWith(n.slice(0, -1)) : name === n)),
+  );
 }
 
 /** What failed in a build, with the Dockerfile line of the step the engine was at. */

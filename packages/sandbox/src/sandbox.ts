@@ -74,11 +74,34 @@ export interface SandboxImage {
   /** The image's environment (Dockerfile `ENV`): under what a run sets, over the sandbox's defaults. */
   env?: Record<string, string>;
   /**
+   * The image's ENTRYPOINT: every command runs through it, as a container's processes run after
+   * it (a service it starts in the background is there for the agent's run and for the tests').
+   */
+  entrypoint?: string[] | null;
+  /**
    * Layers over the image, read-only, top first: another sandbox's `changes`, so the verifier
    * sees everything the agent changed, not only its workspace.
    */
   layers?: string[];
 }
+
+/** Seconds a command waits after the image's ENTRYPOINT has started, for its background services. */
+const ENTRYPOINT_SETTLE_SEC = 1;
+
+/** The capabilities a container engine gives a container's root by default. */
+const CONTAINER_CAPABILITIES = [
+  "CAP_CHOWN",
+  "CAP_DAC_OVERRIDE",
+  "CAP_FOWNER",
+  "CAP_FSETID",
+  "CAP_KILL",
+  "CAP_NET_BIND_SERVICE",
+  "CAP_SETFCAP",
+  "CAP_SETGID",
+  "CAP_SETPCAP",
+  "CAP_SETUID",
+  "CAP_SYS_CHROOT",
+];
 
 /** Where the host's node appears in an image sandbox (the relay and the harnesses run on it). */
 export const NODE_INSIDE = "/opt/bridle/bin/node";
@@ -240,6 +263,18 @@ export class Sandbox {
       cpus: options.cpus,
     });
     try {
+      // Through the image's ENTRYPOINT, after a pause: a container has run a while before anything
+      // is run in it, so what its entrypoint starts in the background is listening by then.
+      const command = this.image?.entrypoint?.length
+        ? [
+            ...this.image.entrypoint,
+            "/bin/sh",
+            "-c",
+            `sleep ${ENTRYPOINT_SETTLE_SEC}; exec "$@"`,
+            "sh",
+            ...argv,
+          ]
+        : argv;
       const inner = options.guard
         ? [
             this.image ? NODE_INSIDE : "node",
@@ -247,9 +282,9 @@ export class Sandbox {
             String(options.guard.port),
             GUARD_SOCKET,
             "--",
-            ...argv,
+            ...command,
           ]
-        : argv;
+        : command;
       // A tiny shell joins the cgroups before exec'ing bwrap, so nothing inside escapes the limits.
       const enter = cgroup
         .procsFiles()
@@ -363,9 +398,17 @@ export class Sandbox {
     const args = [
       "--die-with-parent",
       "--new-session",
-      "--unshare-all",
+      // On an image, root is the image's root as in a rootful container: every user and group the
+      // image has exists (useradd, files owned by `shadow`), which a user namespace mapping only
+      // root cannot give. Its own process, network, IPC and host-name namespaces all the same.
+      ...(image
+        ? ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        : ["--unshare-all"]),
       "--cap-drop",
       "ALL",
+      // On an image, root keeps a container's default capabilities (installing packages, serving
+      // on port 80), inside the sandbox's own user, network and mount namespaces.
+      ...(image ? CONTAINER_CAPABILITIES.flatMap((cap) => ["--cap-add", cap]) : []),
       "--clearenv",
       "--hostname",
       "sandbox",

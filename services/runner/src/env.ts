@@ -15,6 +15,12 @@ export const RunnerEnv = BaseEnv.extend({
   RUNNER_DATA_DIR: z.string().min(1).describe("Sandboxes while they run, and each rollout's logs and result"),
   HARNESS_NPM_ROOT: z.string().min(1).describe("node_modules of the pinned npm harnesses"),
   HERMES_VENV: z.string().min(1).describe("Hermes' virtual environment"),
+  IMAGES_HOME: z
+    .string()
+    .optional()
+    .describe(
+      "Where tasks' images are unpacked (the tasks service builds them); tasks with an image fail without it",
+    ),
   RUNNER_MAX_CONCURRENT: z.coerce.number().int().min(1).max(64).default(4),
 });
 export type RunnerEnv = z.infer<typeof RunnerEnv>;

@@ -13,6 +13,7 @@ beforeAll(async () => {
     TASK,
     join(import.meta.dirname, "..", "fixtures", "offline-answer"),
     join(import.meta.dirname, "..", "fixtures", "own-workdir"),
+    join(import.meta.dirname, "..", "fixtures", "image-task"),
   ]);
 }, 600_000);
 afterAll(() => stack?.stop());
@@ -176,6 +177,23 @@ describe("a task's own guard rules reach the guard session of its rollouts", () 
     });
     const result = RolloutResult.parse(await res.json());
     expect(result.environmentFailure).toBeNull();
+    expect(result.correctness).toBe(1);
+  });
+});
+
+describe("a task whose environment is a Dockerfile (built on podman)", () => {
+  it("runs the harness on the image and verifies on it with the agent's changes outside the workspace", async () => {
+    await stack.script([
+      {
+        tool_calls: [
+          run("cp /etc/build-id build.txt && echo tuned > /etc/agent.conf && pwd && echo $TASK_MODE"),
+        ],
+      },
+      { text: "Done." },
+    ]);
+    const result = await rollout("image-task", { taskId: "image-task" });
+    expect(result.environmentFailure).toBeNull();
+    expect(result.toolCalls.guard).toBe(1);
     expect(result.correctness).toBe(1);
   });
 });

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { Sandbox } from "@bridle/sandbox";
+import { EnvironmentImages, Sandbox } from "@bridle/sandbox";
 import { createLogger, orExit, serveApp } from "@bridle/service-kit";
 import { createRunnerApp } from "./app.ts";
 import { loadRunnerEnv } from "./env.ts";
@@ -18,6 +18,7 @@ const app = createRunnerApp({
   verifierUrl: env.VERIFIER_URL,
   dataDir: env.RUNNER_DATA_DIR,
   install: { npmRoot: env.HARNESS_NPM_ROOT, hermesVenv: env.HERMES_VENV },
+  images: env.IMAGES_HOME ? new EnvironmentImages({ home: env.IMAGES_HOME }) : undefined,
   maxConcurrent: env.RUNNER_MAX_CONCURRENT,
   bodyLimitBytes: env.BODY_LIMIT_BYTES,
 });

@@ -3,7 +3,13 @@ import { existsSync, readFileSync } from "node:fs";
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { AgentTask, FailureStage, RolloutRequest, RolloutResult, Trajectory } from "@bridle/contracts";
-import { type Mount, Sandbox, SandboxSetupError } from "@bridle/sandbox";
+import {
+  type BuiltImage,
+  type EnvironmentImages,
+  type Mount,
+  Sandbox,
+  SandboxSetupError,
+} from "@bridle/sandbox";
 import { httpError, type Logger, ServiceError } from "@bridle/service-kit";
 import {
   agentTask,
@@ -24,6 +30,8 @@ export interface RolloutDeps extends RolloutServices {
   log: Logger;
   dataDir: string;
   install: HarnessInstall;
+  /** Tasks' images unpacked on this host (the tasks service builds them). */
+  images?: EnvironmentImages | undefined;
 }
 
 class EnvironmentFailure extends Error {
@@ -140,13 +148,18 @@ async function execute(x: Execution): Promise<RolloutResult> {
 
   let sandbox: Sandbox | undefined;
   try {
+    const image = await imageOf(deps, task);
+    const start = image ? join(image.rootfs, task.workdir) : undefined;
     sandbox = await Sandbox.create({
       baseDir: join(deps.dataDir, "sandboxes"),
       workdir: task.workdir,
+      // On the task's image the workspace starts as the image has it; the stored files are for
+      // hosts without one.
+      ...(image ? { image, ...(start && existsSync(start) ? { environmentDir: start } : {}) } : {}),
     }).catch((err: unknown) => {
       throw new EnvironmentFailure("sandbox", `cannot create the sandbox: ${(err as Error).message}`);
     });
-    for (const file of task.environment) {
+    for (const file of image ? [] : task.environment) {
       await sandbox.writeWorkspaceFile(file.path, Buffer.from(file.base64, "base64"), file.mode);
     }
     // The trajectory is read even when the harness failed: the guard's count of what it served
@@ -182,6 +195,18 @@ async function execute(x: Execution): Promise<RolloutResult> {
     result.reward = null;
   }
   return result;
+}
+
+/** The task's image unpacked on this host, or an environment failure naming what is missing. */
+async function imageOf(deps: RolloutDeps, task: AgentTask): Promise<BuiltImage | undefined> {
+  if (!task.image) return undefined;
+  const image = deps.images ? await deps.images.lookup(task.image.digest) : null;
+  if (!image)
+    throw new EnvironmentFailure(
+      "sandbox",
+      `task ${task.id} runs on the image ${task.image.tag}, which is not built on this host${deps.images ? "" : " (no IMAGES_HOME)"}: import the task again where podman is installed`,
+    );
+  return image;
 }
 
 async function runHarness(
@@ -284,6 +309,7 @@ async function runVerifier(x: Execution, sandbox: Sandbox, result: RolloutResult
   const verdict = await verify(x.deps, {
     taskId: x.task.id,
     workspace: sandbox.workspace,
+    ...(sandbox.changes ? { changes: sandbox.changes } : {}),
     calls: result.toolCalls.guard,
     blocked: result.blocked.length > 0,
     mode: x.request.rewardMode,

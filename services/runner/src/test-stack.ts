@@ -4,6 +4,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { loadStackConfig } from "@bridle/cli/stack";
 import { ImportResult } from "@bridle/contracts";
+import { EnvironmentImages } from "@bridle/sandbox";
 import { callJson, createLogger } from "@bridle/service-kit";
 import { httpOk, type RunningProcess, spawnProcess, spawnScriptedUpstream } from "@bridle/testkit";
 import { createRunnerApp } from "./app.ts";
@@ -57,8 +58,16 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
       UPSTREAM_URL: upstream.url,
       GUARD_DATA_DIR: join(data, "guard"),
     });
-    const tasksUrl = await service("tasks", basePort + 1, { TASKS_DATA: join(data, "tasks") });
-    const verifierUrl = await service("verifier", basePort + 2, { TASKS_URL: tasksUrl });
+    // Tasks with a Dockerfile are built where the stack builds them (the install folder's image home).
+    const imagesHome = join(loadStackConfig().home, "containers");
+    const tasksUrl = await service("tasks", basePort + 1, {
+      TASKS_DATA: join(data, "tasks"),
+      IMAGES_HOME: imagesHome,
+    });
+    const verifierUrl = await service("verifier", basePort + 2, {
+      TASKS_URL: tasksUrl,
+      IMAGES_HOME: imagesHome,
+    });
     for (const dir of taskDirs) {
       const imported = await callJson(`${tasksUrl}/v1/tasks/import`, {
         schema: ImportResult,
@@ -77,6 +86,7 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
       verifierUrl,
       dataDir: join(data, "runner"),
       install: { npmRoot: join(home, "harnesses", "node_modules"), hermesVenv: join(home, "hermes-venv") },
+      images: new EnvironmentImages({ home: imagesHome }),
       maxConcurrent: 4,
     });
     return {

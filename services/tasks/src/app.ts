@@ -1,3 +1,4 @@
+import type { EnvironmentImages } from "@bridle/sandbox";
 import { createApp, type Logger } from "@bridle/service-kit";
 import { taskRoutes } from "./routes/tasks.ts";
 import type { TaskStore } from "./store.ts";
@@ -12,6 +13,8 @@ export interface TasksDeps {
   allowedEnv?: readonly string[];
   /** The verifier toolchain on this host, shown read-only to the tests. */
   toolchain?: string | undefined;
+  /** Builds tasks' Dockerfiles at import (their sandboxes run on the images); none: bubblewrap on the host. */
+  images?: EnvironmentImages | undefined;
   bodyLimitBytes?: number;
 }
 

@@ -14,6 +14,12 @@ export const TasksEnv = BaseEnv.extend({
     .string()
     .optional()
     .describe("The verifier toolchain (pytest and the plugins Harbor tasks pin), shown to tests read-only"),
+  IMAGES_HOME: z
+    .string()
+    .optional()
+    .describe(
+      "Where tasks' Dockerfiles are built and their images unpacked (podman's storage); unset: tasks run in bubblewrap on the host",
+    ),
   TASK_ENV_ALLOW: EnvNames.describe("Variables that the $VAR references of tasks may read, comma-separated"),
 });
 export type TasksEnv = z.infer<typeof TasksEnv>;

@@ -1,5 +1,6 @@
 import type { TaskVerdict } from "@bridle/contracts";
 import { splitFor, validateFolder } from "@bridle/harbor";
+import type { EnvironmentImages } from "@bridle/sandbox";
 import type { Logger } from "@bridle/service-kit";
 import type { TaskStore } from "./store.ts";
 
@@ -16,6 +17,8 @@ export interface ImportOptions {
   allowedEnv?: readonly string[];
   /** The verifier toolchain on this host, shown read-only to the tests. */
   toolchain?: string | undefined;
+  /** Builds tasks' Dockerfiles at import (their sandboxes run on the images); none: bubblewrap on the host. */
+  images?: EnvironmentImages | undefined;
 }
 
 /**
@@ -31,6 +34,7 @@ export async function importTasks(path: string, options: ImportOptions): Promise
     ...(options.sandboxDir ? { baseDir: options.sandboxDir } : {}),
     ...(options.allowedEnv ? { allowedEnv: options.allowedEnv } : {}),
     toolchain: options.toolchain,
+    images: options.images,
     onVerdict: (verdict, task) => {
       if (!task) {
         options.log.warn({ task: verdict.id, problems: verdict.problems }, "task skipped");
@@ -41,6 +45,7 @@ export async function importTasks(path: string, options: ImportOptions): Promise
         task,
         { split, source: task.splitOverride ? "metadata" : "hash" },
         verdict.controls,
+        verdict.image,
       );
       verdict.imported = true;
       verdict.labels = task.labels;

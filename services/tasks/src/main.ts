@@ -1,3 +1,4 @@
+import { EnvironmentImages } from "@bridle/sandbox";
 import { createLogger, orExit, serveApp } from "@bridle/service-kit";
 import { createTasksApp } from "./app.ts";
 import { loadTasksEnv } from "./env.ts";
@@ -14,6 +15,9 @@ const app = createTasksApp({
   sandboxDir: env.TASKS_SANDBOX_DIR,
   allowedEnv: env.TASK_ENV_ALLOW,
   toolchain: env.VERIFIER_TOOLCHAIN,
+  images: env.IMAGES_HOME
+    ? new EnvironmentImages({ home: env.IMAGES_HOME, say: (line) => log.info(line) })
+    : undefined,
   bodyLimitBytes: env.BODY_LIMIT_BYTES,
 });
 serveApp(app, { host: env.HOST, port: env.PORT, log, onShutdown: () => store.close() });

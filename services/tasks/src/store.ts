@@ -7,6 +7,7 @@ import {
   type EvaluationLabels,
   type TaskCategory,
   type TaskFile,
+  type TaskImageRef,
   type TaskListQuery,
   type TaskSplit,
   type TaskSummary,
@@ -34,7 +35,8 @@ CREATE TABLE IF NOT EXISTS tasks (
   tier TEXT,
   impossible INTEGER NOT NULL DEFAULT 0,
   reward_key TEXT,
-  workdir TEXT NOT NULL DEFAULT '/app'
+  workdir TEXT NOT NULL DEFAULT '/app',
+  image TEXT
 );
 CREATE TABLE IF NOT EXISTS task_files (
   task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
@@ -72,7 +74,10 @@ interface Row {
   impossible: number;
   reward_key: string | null;
   workdir: string;
+  image: string | null;
 }
+
+const imageOf = (row: Row): TaskImageRef => (row.image ? (JSON.parse(row.image) as TaskImageRef) : null);
 
 /** The stored `[guard]` table in the runner's shape (a registry from before the column reads as none). */
 function guardOf(text: string): AgentTask["guard"] {
@@ -125,6 +130,7 @@ export class TaskStore {
       this.db.exec("ALTER TABLE tasks ADD COLUMN reward_key TEXT");
     if (!columns.some((c) => c.name === "workdir"))
       this.db.exec("ALTER TABLE tasks ADD COLUMN workdir TEXT NOT NULL DEFAULT '/app'");
+    if (!columns.some((c) => c.name === "image")) this.db.exec("ALTER TABLE tasks ADD COLUMN image TEXT");
   }
 
   /**
@@ -135,6 +141,8 @@ export class TaskStore {
     task: HarborTask,
     split: { split: TaskSplit; source: "hash" | "metadata" },
     controls: ControlResults | null,
+    /** The image built from the task's Dockerfile, when one was. */
+    image: TaskImageRef = null,
   ): void {
     const previous = this.get(task.id);
     const kept = controls ?? (previous?.controls?.hash === task.hash ? previous.controls : null);
@@ -143,9 +151,9 @@ export class TaskStore {
       this.db
         .prepare(
           `INSERT INTO tasks (id, hash, category, split, split_source, labels, controls, instruction,
-             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible, reward_key, workdir)
+             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible, reward_key, workdir, image)
            VALUES (@id, @hash, @category, @split, @split_source, @labels, @controls, @instruction,
-             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible, @reward_key, @workdir)`,
+             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible, @reward_key, @workdir, @image)`,
         )
         .run({
           id: task.id,
@@ -166,6 +174,7 @@ export class TaskStore {
           impossible: task.toml.metadata.impossible ? 1 : 0,
           reward_key: task.toml.verifier.reward_key ?? null,
           workdir: task.workdir,
+          image: image ? JSON.stringify(image) : null,
         });
       const insert = this.db.prepare(
         "INSERT INTO task_files (task_id, part, path, mode, content) VALUES (?, ?, ?, ?, ?)",
@@ -241,6 +250,7 @@ export class TaskStore {
       instruction: row.instruction,
       agentTimeoutSec: row.agent_timeout_sec,
       workdir: row.workdir,
+      image: imageOf(row),
       environment: this.files(id, "environment"),
       guard: guardOf(row.guard),
     };
@@ -258,6 +268,7 @@ export class TaskStore {
       verifierEnv: JSON.parse(row.verifier_env) as Record<string, string>,
       rewardKey: row.reward_key ?? null,
       workdir: row.workdir,
+      image: imageOf(row),
       tests: this.files(id, "tests"),
     };
   }

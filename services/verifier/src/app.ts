@@ -1,4 +1,5 @@
 import type { RewardConfig } from "@bridle/contracts";
+import type { EnvironmentImages } from "@bridle/sandbox";
 import { createApp, type Logger } from "@bridle/service-kit";
 import { Semaphore } from "./limit.ts";
 import { verificationRoutes } from "./routes/verifications.ts";
@@ -14,6 +15,8 @@ export interface VerifierDeps {
   allowedEnv?: readonly string[];
   /** The verifier toolchain on this host, shown read-only to the tests. */
   toolchain?: string | undefined;
+  /** Tasks' images unpacked on this host (the tasks service builds them). */
+  images?: EnvironmentImages | undefined;
   bodyLimitBytes?: number;
 }
 
@@ -37,6 +40,7 @@ export function createVerifierApp(deps: VerifierDeps) {
       sandboxDir: deps.sandboxDir,
       allowedEnv: deps.allowedEnv ?? [],
       toolchain: deps.toolchain,
+      images: deps.images,
     }),
   );
   return app;

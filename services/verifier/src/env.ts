@@ -9,6 +9,12 @@ export const VerifierEnv = BaseEnv.extend({
   VERIFIER_SANDBOX_DIR: z.string().optional().describe("Where sandboxes are made; the temp folder if unset"),
   REWARD_W: z.coerce.number().min(0).default(0.1),
   REWARD_BUDGET: z.coerce.number().positive().default(15),
+  IMAGES_HOME: z
+    .string()
+    .optional()
+    .describe(
+      "Where tasks' Dockerfiles are built and their images unpacked (podman's storage); unset: tasks run in bubblewrap on the host",
+    ),
   VERIFIER_TOOLCHAIN: z
     .string()
     .optional()

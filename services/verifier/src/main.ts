@@ -1,5 +1,5 @@
 import { tmpdir } from "node:os";
-import { Sandbox } from "@bridle/sandbox";
+import { EnvironmentImages, Sandbox } from "@bridle/sandbox";
 import { createLogger, orExit, serveApp } from "@bridle/service-kit";
 import { createVerifierApp } from "./app.ts";
 import { loadVerifierEnv } from "./env.ts";
@@ -19,6 +19,7 @@ const app = createVerifierApp({
   sandboxDir: env.VERIFIER_SANDBOX_DIR,
   allowedEnv: env.TASK_ENV_ALLOW,
   toolchain: env.VERIFIER_TOOLCHAIN,
+  images: env.IMAGES_HOME ? new EnvironmentImages({ home: env.IMAGES_HOME }) : undefined,
   bodyLimitBytes: env.BODY_LIMIT_BYTES,
 });
 serveApp(app, { host: env.HOST, port: env.PORT, log });

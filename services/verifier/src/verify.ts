@@ -9,7 +9,7 @@ import {
 } from "@bridle/contracts";
 import { fromTaskFiles, runTests } from "@bridle/harbor";
 import { computeReward } from "@bridle/reward";
-import { Sandbox } from "@bridle/sandbox";
+import { type EnvironmentImages, Sandbox } from "@bridle/sandbox";
 import { callJson, httpError, ServiceError } from "@bridle/service-kit";
 import type { Semaphore } from "./limit.ts";
 
@@ -23,6 +23,8 @@ export interface VerifyDeps {
   allowedEnv?: readonly string[];
   /** The verifier toolchain on this host, shown read-only to the tests. */
   toolchain?: string | undefined;
+  /** Tasks' images unpacked on this host (the tasks service builds them). */
+  images?: EnvironmentImages | undefined;
 }
 
 async function bundleFor(deps: VerifyDeps, taskId: string): Promise<VerifierBundle> {
@@ -58,14 +60,31 @@ export async function verify(deps: VerifyDeps, request: VerificationRequest): Pr
       },
     );
   }
+  if (request.changes && !(existsSync(request.changes) && statSync(request.changes).isDirectory())) {
+    throw httpError(
+      400,
+      "invalid_changes",
+      `changes ${request.changes} is not a folder on the verifier's host`,
+      {
+        issues: [{ path: "body.changes", message: "not a folder" }],
+      },
+    );
+  }
   const bundle = await bundleFor(deps, request.taskId);
   const outcome = await deps.limiter.run(async (): Promise<VerifierOutcome> => {
+    const image = bundle.image && deps.images ? await deps.images.lookup(bundle.image.digest) : null;
+    if (bundle.image && !image) {
+      const message = `task ${bundle.id} runs on the image ${bundle.image.tag}, which is not built on this host${deps.images ? "" : " (no IMAGES_HOME)"}`;
+      return { correctness: null, failure: "setup", message, exitCode: null, durationMs: 0, outputTail: "" };
+    }
     let sandbox: Sandbox;
     try {
       sandbox = await Sandbox.create({
         environmentDir: request.workspace,
         workdir: bundle.workdir,
         ...(deps.sandboxDir ? { baseDir: deps.sandboxDir } : {}),
+        // The tests see the image with everything the agent changed on it, not its workspace alone.
+        ...(image ? { image: { ...image, layers: request.changes ? [request.changes] : [] } } : {}),
       });
     } catch (err) {
       // A workspace that cannot be copied (a FIFO, a vanished file) never reached the tests.

@@ -1,8 +1,10 @@
 import { join, resolve } from "node:path";
 import { type EvaluationLabels, ImportResult, type TaskSummary, type TaskVerdict } from "@bridle/contracts";
 import { recordLabels, validateFolder } from "@bridle/harbor";
+import { EnvironmentImages } from "@bridle/sandbox";
 import { callJson } from "@bridle/service-kit";
 import { z } from "zod";
+import { imagesHome } from "../stack/components.ts";
 import type { StackConfig } from "../stack/index.ts";
 import { CalibrationView, runJob } from "./training.ts";
 
@@ -91,6 +93,7 @@ async function validate(
   say: Say,
   allowedEnv: string[],
   toolchain: string,
+  images: EnvironmentImages,
 ): Promise<number> {
   const parallel = Number(flags.parallel ?? 2);
   if (!Number.isInteger(parallel) || parallel < 1 || parallel > 16) {
@@ -109,6 +112,7 @@ async function validate(
     repeats,
     allowedEnv,
     toolchain,
+    images,
     onVerdict: async (verdict, task) => {
       if (
         !flags["no-record"] &&
@@ -221,7 +225,9 @@ export async function tasksCommand(
   if (action === "import" && dir) return importDir(config, dir, flags, say);
   if (action === "validate" && dir) {
     try {
-      return await validate(dir, flags, say, config.taskEnvAllow, join(config.home, "toolchain"));
+      // Dockerfiles are built where the stack builds them, so a validated image is the one rollouts use.
+      const images = new EnvironmentImages({ home: imagesHome(config), say: flags.json ? undefined : say });
+      return await validate(dir, flags, say, config.taskEnvAllow, join(config.home, "toolchain"), images);
     } catch (err) {
       // A bad path or flag: say what is wrong, without a stack trace.
       process.stderr.write(`bridle: ${(err as Error).message}\n`);

@@ -41,6 +41,9 @@ export function lowerPriority(
   }
 }
 
+/** Where tasks' Dockerfiles are built and their images unpacked: one place for tasks, runner and verifier. */
+export const imagesHome = (config: StackConfig) => join(config.home, "containers");
+
 const tsEntry = (file: string) => ["--import", "tsx", join(repoRoot, file)];
 
 /** The stack, in start order. Stop order is the reverse. */
@@ -157,6 +160,7 @@ export function stackComponents(config: StackConfig): Component[] {
         TASKS_DATA: join(config.data, "tasks"),
         TASK_ENV_ALLOW: config.taskEnvAllow.join(","),
         VERIFIER_TOOLCHAIN: join(config.home, "toolchain"),
+        IMAGES_HOME: imagesHome(config),
       },
       ports: [{ port: ports.tasks, setting: "BRIDLE_PORT_BASE" }],
       health: { kind: "http", url: `${url(ports.tasks)}/healthz` },
@@ -171,6 +175,7 @@ export function stackComponents(config: StackConfig): Component[] {
         TASKS_URL: url(ports.tasks),
         TASK_ENV_ALLOW: config.taskEnvAllow.join(","),
         VERIFIER_TOOLCHAIN: join(config.home, "toolchain"),
+        IMAGES_HOME: imagesHome(config),
       },
       ports: [{ port: ports.verifier, setting: "BRIDLE_PORT_BASE" }],
       health: { kind: "http", url: `${url(ports.verifier)}/healthz` },
@@ -220,6 +225,7 @@ export function stackComponents(config: StackConfig): Component[] {
         RUNNER_DATA_DIR: join(config.data, "runner"),
         HARNESS_NPM_ROOT: join(config.home, "harnesses", "node_modules"),
         HERMES_VENV: join(config.home, "hermes-venv"),
+        IMAGES_HOME: imagesHome(config),
       },
       ports: [{ port: ports.runner, setting: "BRIDLE_PORT_BASE" }],
       health: { kind: "http", url: `${url(ports.runner)}/healthz` },

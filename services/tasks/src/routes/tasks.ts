@@ -10,6 +10,7 @@ import {
   TaskSummary,
   VerifierBundle,
 } from "@bridle/contracts";
+import type { EnvironmentImages } from "@bridle/sandbox";
 import { createRouter, errorContent, httpError, type Logger } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import { importTasks } from "../importer.ts";
@@ -26,6 +27,8 @@ export interface TaskRouteDeps {
   allowedEnv?: readonly string[];
   /** The verifier toolchain on this host, shown read-only to the tests. */
   toolchain?: string | undefined;
+  /** Builds tasks' Dockerfiles at import (their sandboxes run on the images); none: bubblewrap on the host. */
+  images?: EnvironmentImages | undefined;
 }
 
 const json = <T extends z.ZodType>(description: string, schema: T) => ({
@@ -151,6 +154,7 @@ export function taskRoutes(deps: TaskRouteDeps) {
             sandboxDir: deps.sandboxDir,
             allowedEnv: deps.allowedEnv ?? [],
             toolchain: deps.toolchain,
+            images: deps.images,
           });
         } catch (err) {
           throw httpError(400, "invalid_path", (err as Error).message, {

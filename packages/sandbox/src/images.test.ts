@@ -125,6 +125,33 @@ describe("EnvironmentImages on podman", () => {
     }
   }, 600_000);
 
+  it("keeps an image sandbox's root inside: no host folders, no mounts, no network, the image untouched", async () => {
+    const context = join(host, "ctx-escape");
+    await mkdir(context);
+    const image = await images.build("FROM debian:12\nWORKDIR /app\n", context, "environment/Dockerfile");
+    const box = await Sandbox.create({ baseDir: host, workdir: "/app", image });
+    try {
+      const probe = [
+        `ls ${JSON.stringify(host)} 2>&1 | head -1`,
+        "mount -t tmpfs none /mnt 2>&1 | head -1",
+        "(exec 3<>/dev/tcp/1.1.1.1/80) 2>&1 | head -1",
+        "ls /proc | grep -cE '^[0-9]+$'",
+        "rm -rf /usr/bin/apt && echo removed",
+      ].join("; ");
+      const r = await box.run(["bash", "-c", probe], { timeoutMs: 30_000 });
+      const [hostDir = "", mount = "", net = "", processes = "", removed = ""] = r.stdout.trim().split("\n");
+      expect(hostDir).toMatch(/No such file or directory/);
+      expect(mount).toMatch(/permission denied|must be superuser|not permitted/i);
+      expect(net).toMatch(/Network is unreachable|Connection refused|No route/);
+      expect(Number(processes)).toBeLessThan(10);
+      // Root may change its system, as in a container: in its own layer, never in the image.
+      expect(removed).toBe("removed");
+      expect(existsSync(join(image.rootfs, "usr", "bin", "apt"))).toBe(true);
+    } finally {
+      await box.dispose();
+    }
+  }, 600_000);
+
   it("fails a RUN whose download fails inside a pipe, naming the Dockerfile line", async () => {
     const context = join(host, "ctx-fail");
     await mkdir(context);

@@ -16,6 +16,21 @@ import type { SandboxImage } from "./sandbox.ts";
 /** How images are built and unpacked here: part of every digest, so a change rebuilds what it affects. */
 const RECIPE = "bridle-image-recipe-4";
 
+/** The label that records which recipe built a local base image. */
+const RECIPE_LABEL = "org.bridle.recipe";
+
+/** Where Debian keeps a host's own certificate authorities (a TLS proxy's, a company's). */
+const LOCAL_CAS = "/usr/local/share/ca-certificates";
+
+/** The host's own certificate authorities, as one text (empty when it has none). */
+async function hostCertificates(): Promise<string> {
+  const names = (await readdir(LOCAL_CAS).catch(() => [] as string[]))
+    .filter((n) => n.endsWith(".crt"))
+    .sort();
+  const texts = await Promise.all(names.map((n) => readFile(join(LOCAL_CAS, n), "utf8").catch(() => "")));
+  return names.map((n, i) => `${n}\n${texts[i]}`).join("\n");
+}
+
 /** Local base images, built from Debian's packages (mmdebstrap) and named like this. */
 export const BASE_IMAGE = "localhost/bridle/debian:12";
 
@@ -250,38 +265,70 @@ export class EnvironmentImages {
     }
   }
 
-  /** The local base of a flavour, built the first time it is needed; its image id. */
+  /**
+   * The local base of a flavour, built when it is missing or was built by another recipe (other
+   * packages, other trusted certificates, a rebuilt base under it); its image id.
+   */
   private async ensureBase(flavour: Flavour): Promise<string> {
-    const id = await this.imageId(flavour.image);
-    if (id) return id;
-    if (flavour.image === BASE_IMAGE) {
+    const isBase = flavour.image === BASE_IMAGE;
+    const under = isBase ? "" : await this.ensureBase(FLAVOURS[0]!);
+    const recipe = createHash("sha256")
+      .update(
+        JSON.stringify([RECIPE, isBase ? BASE_PACKAGES : flavour.packages, flavour.finish ?? "", under]),
+      )
+      .update(isBase ? await hostCertificates() : "")
+      .digest("hex")
+      .slice(0, 16);
+    const existing = await this.engineRun([
+      "image",
+      "inspect",
+      "--format",
+      `{{.Id}} {{index .Config.Labels "${RECIPE_LABEL}"}}`,
+      flavour.image,
+    ]);
+    const [id, label] = existing.output.trim().split("\n").pop()?.split(" ") ?? [];
+    if (existing.code === 0 && id && label === recipe) return id;
+    if (isBase) {
       this.say(`building the base image ${BASE_IMAGE} from Debian's packages (a few minutes, once)`);
       const tar = join(this.options.home, `base-${process.pid}.tar`);
       try {
+        // The host's own certificate authorities are trusted in builds, so a RUN reaches Debian and
+        // PyPI through the same TLS proxy as the host, where there is one.
         const made = await run(
           "mmdebstrap",
-          ["--variant=minbase", `--include=${BASE_PACKAGES.join(",")}`, "bookworm", tar],
+          [
+            "--variant=minbase",
+            `--include=${BASE_PACKAGES.join(",")}`,
+            `--customize-hook=if [ -d ${LOCAL_CAS} ]; then cp -r ${LOCAL_CAS}/. "$1${LOCAL_CAS}/" && chroot "$1" update-ca-certificates >/dev/null; fi`,
+            "bookworm",
+            tar,
+          ],
           {},
         );
         if (made.code !== 0)
           throw new ImageBuildError(
             `cannot build the base image from Debian's packages: ${tail(made.output)}`,
           );
-        const imported = await this.engineRun(["import", tar, BASE_IMAGE]);
+        const imported = await this.engineRun([
+          "import",
+          "--change",
+          `LABEL ${RECIPE_LABEL}=${recipe}`,
+          tar,
+          BASE_IMAGE,
+        ]);
         if (imported.code !== 0)
           throw new ImageBuildError(`cannot import the base image: ${tail(imported.output)}`);
       } finally {
         await rm(tar, { force: true });
       }
     } else {
-      await this.ensureBase(FLAVOURS[0]!);
       this.say(`building the base image ${flavour.image} (${flavour.packages.join(", ")})`);
       const dir = join(this.options.home, `flavour-${process.pid}`);
       await mkdir(dir, { recursive: true });
       try {
         await writeFile(
           join(dir, "Dockerfile"),
-          `FROM ${BASE_IMAGE}\nRUN apt-get update && apt-get install -y --no-install-recommends ${flavour.packages.join(" ")} && rm -rf /var/lib/apt/lists/*${flavour.finish ? ` && ${flavour.finish}` : ""}\n`,
+          `FROM ${BASE_IMAGE}\nLABEL ${RECIPE_LABEL}=${recipe}\nRUN apt-get update && apt-get install -y --no-install-recommends ${flavour.packages.join(" ")} && rm -rf /var/lib/apt/lists/*${flavour.finish ? ` && ${flavour.finish}` : ""}\n`,
         );
         const built = await this.engineRun(["build", "--pull=never", "-t", flavour.image, dir]);
         if (built.code !== 0)

@@ -85,8 +85,17 @@ export interface SandboxImage {
   layers?: string[];
 }
 
-/** Seconds a command waits after the image's ENTRYPOINT has started, for its background services. */
-const ENTRYPOINT_SETTLE_SEC = 1;
+/** TCP sockets listening in the run's network namespace (its loopback: the relay, and what the entrypoint serves). */
+const LISTENERS = "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -c ' 0A '";
+
+/**
+ * Around the image's ENTRYPOINT: counts the listening sockets before it runs, and after it, waits
+ * (at most 3 s) until what it starts in the background listens on a port of its own, as a
+ * container has long been up before anything runs in it. An entrypoint that serves nothing costs
+ * the 3 s.
+ */
+const BEFORE_ENTRYPOINT = `${LISTENERS} > /tmp/.bridle-listeners; exec "$@"`;
+const AFTER_ENTRYPOINT = `before=$(cat /tmp/.bridle-listeners 2>/dev/null || echo 0); i=0; while [ "$i" -lt 30 ] && [ "$(${LISTENERS})" -le "$before" ]; do sleep 0.1; i=$((i+1)); done; rm -f /tmp/.bridle-listeners; exec "$@"`;
 
 /** The capabilities a container engine gives a container's root by default. */
 const CONTAINER_CAPABILITIES = [
@@ -263,14 +272,17 @@ export class Sandbox {
       cpus: options.cpus,
     });
     try {
-      // Through the image's ENTRYPOINT, after a pause: a container has run a while before anything
-      // is run in it, so what its entrypoint starts in the background is listening by then.
+      // Through the image's ENTRYPOINT, once what it starts in the background listens (see above).
       const command = this.image?.entrypoint?.length
         ? [
+            "/bin/sh",
+            "-c",
+            BEFORE_ENTRYPOINT,
+            "sh",
             ...this.image.entrypoint,
             "/bin/sh",
             "-c",
-            `sleep ${ENTRYPOINT_SETTLE_SEC}; exec "$@"`,
+            AFTER_ENTRYPOINT,
             "sh",
             ...argv,
           ]

@@ -1,7 +1,6 @@
 import type { AgentTask, ControlResults, ControlRun } from "@bridle/contracts";
-import { type BuiltImage, Sandbox } from "@bridle/sandbox";
+import { type BuiltImage, imageWorkspace, Sandbox } from "@bridle/sandbox";
 import { fromTaskFiles, writeTree } from "./files.ts";
-import { imageWorkspace } from "./image.ts";
 import type { HarborTask } from "./load.ts";
 import { lastLine, runTests } from "./verify.ts";
 

@@ -1,5 +1,5 @@
 import { posix } from "node:path";
-import { WORKSPACE, workdirProblem } from "@bridle/sandbox";
+import { dockerfileInstructions, WORKSPACE, workdirProblem } from "@bridle/sandbox";
 import type { TreeFile } from "./files.ts";
 
 /**
@@ -24,7 +24,7 @@ export function workspaceFromDockerfile(
   let copies = 0;
   // Every file the COPY and ADD lines place, by its absolute path in the image.
   const placed = new Map<string, TreeFile>();
-  for (const { line, text } of instructions(dockerfile)) {
+  for (const { line, text } of dockerfileInstructions(dockerfile)) {
     const [keyword = "", ...rest] = text.split(/\s+/);
     const args = rest.join(" ");
     switch (keyword.toUpperCase()) {
@@ -93,27 +93,6 @@ function runNote(name: string, runs: number): string[] {
   return runs > 0
     ? [`${name}: ${runs} RUN step${runs === 1 ? "" : "s"} not run: packages or files they make are missing`]
     : [];
-}
-
-/** The Dockerfile's instructions with their first line numbers: continuations joined, comments dropped. */
-function instructions(source: string): { line: number; text: string }[] {
-  const out: { line: number; text: string }[] = [];
-  let current: { line: number; text: string } | undefined;
-  source.split("\n").forEach((raw, i) => {
-    const trimmed = raw.trim();
-    if (current === undefined && (trimmed === "" || trimmed.startsWith("#"))) return;
-    if (current !== undefined && trimmed.startsWith("#")) return;
-    const continued = trimmed.endsWith("\\");
-    const part = continued ? trimmed.slice(0, -1).trim() : trimmed;
-    if (current === undefined) current = { line: i + 1, text: part };
-    else current.text = `${current.text} ${part}`.trim();
-    if (!continued) {
-      out.push(current);
-      current = undefined;
-    }
-  });
-  if (current !== undefined) out.push(current);
-  return out;
 }
 
 /** COPY/ADD arguments: leading `--flag`s, then paths (JSON array form or whitespace-separated). */

@@ -1,4 +1,3 @@
-import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -45,10 +44,4 @@ export async function taskImage(task: HarborTask, images: EnvironmentImages | un
   } finally {
     await rm(context, { recursive: true, force: true });
   }
-}
-
-/** Where an image sandbox's workspace starts from: the image's content at the task's workdir. */
-export function imageWorkspace(image: BuiltImage, workdir: string): string | undefined {
-  const dir = join(image.rootfs, workdir);
-  return existsSync(dir) ? dir : undefined;
 }

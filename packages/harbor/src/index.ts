@@ -2,7 +2,7 @@
 export { controlProblems, runControls, sandboxFor, sandboxForAgent } from "./controls.ts";
 export { envReferences, resolveTaskEnv } from "./env.ts";
 export { fromTaskFiles, hashTree, readTree, type TreeFile, writeTree } from "./files.ts";
-export { imageWorkspace, type TaskImage, taskImage } from "./image.ts";
+export { type TaskImage, taskImage } from "./image.ts";
 export { labelsFromControls, recordLabels } from "./labels.ts";
 export { findTaskDirs, type HarborTask, type LoadResult, loadTask } from "./load.ts";
 export { splitFor } from "./split.ts";

@@ -108,6 +108,12 @@ const FLAVOURS: Flavour[] = [
   },
 ];
 
+/** Where an image sandbox's workspace starts from: the image's content at `workdir`, when it has any. */
+export function imageWorkspace(image: Pick<SandboxImage, "rootfs">, workdir: string): string | undefined {
+  const dir = join(image.rootfs, workdir);
+  return existsSync(dir) ? dir : undefined;
+}
+
 /** A Dockerfile that cannot become an image here; `line` is the Dockerfile's line when one is to blame. */
 export class ImageBuildError extends Error {
   constructor(
@@ -152,8 +158,17 @@ export class EnvironmentImages {
     this.say = options.say ?? (() => undefined);
   }
 
-  /** Why images cannot be built on this host, or null when they can. */
-  async unavailable(): Promise<string | null> {
+  private engineCheck: Promise<string | null> | undefined;
+  /** Each local base's image id, once made sure of in this process (and built once, whoever asks). */
+  private readonly bases = new Map<string, Promise<string>>();
+
+  /** Why images cannot be built on this host, or null when they can (checked once). */
+  unavailable(): Promise<string | null> {
+    this.engineCheck ??= this.checkEngine();
+    return this.engineCheck;
+  }
+
+  private async checkEngine(): Promise<string | null> {
     const tools = this.engine === "podman" ? ["podman", "mmdebstrap"] : ["docker", "mmdebstrap"];
     for (const tool of tools) {
       const found = await run("sh", ["-c", `command -v ${tool}`], {});
@@ -184,7 +199,7 @@ export class EnvironmentImages {
     const plan = planDockerfile(dockerfile, name);
     await this.configure();
     const bases = new Map<string, string>();
-    for (const flavour of new Set(plan.flavours)) bases.set(flavour.image, await this.ensureBase(flavour));
+    for (const flavour of new Set(plan.flavours)) bases.set(flavour.image, await this.base(flavour));
     const digest = createHash("sha256")
       .update(`${RECIPE} ${this.engine}\n`)
       .update(plan.dockerfile)
@@ -265,13 +280,24 @@ export class EnvironmentImages {
     }
   }
 
+  private base(flavour: Flavour): Promise<string> {
+    let id = this.bases.get(flavour.image);
+    if (!id) {
+      id = this.ensureBase(flavour);
+      // A failed build is tried again by the next caller.
+      id.catch(() => this.bases.delete(flavour.image));
+      this.bases.set(flavour.image, id);
+    }
+    return id;
+  }
+
   /**
    * The local base of a flavour, built when it is missing or was built by another recipe (other
    * packages, other trusted certificates, a rebuilt base under it); its image id.
    */
   private async ensureBase(flavour: Flavour): Promise<string> {
     const isBase = flavour.image === BASE_IMAGE;
-    const under = isBase ? "" : await this.ensureBase(FLAVOURS[0]!);
+    const under = isBase ? "" : await this.base(FLAVOURS[0]!);
     const recipe = createHash("sha256")
       .update(
         JSON.stringify([RECIPE, isBase ? BASE_PACKAGES : flavour.packages, flavour.finish ?? "", under]),
@@ -413,7 +439,7 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
   const lines: { line: number; text: string }[] = [];
   const stages = new Set<string>();
   let froms = 0;
-  for (const { line, text } of instructions(source)) {
+  for (const { line, text } of dockerfileInstructions(source)) {
     const [keyword = ""] = text.split(/\s+/);
     if (keyword.toUpperCase() !== "FROM") {
       out.push(text);
@@ -505,7 +531,7 @@ const sameInstruction = (a: string, b: string) =>
   (/^FROM\s/i.test(a) && /^FROM\s/i.test(b));
 
 /** The Dockerfile's instructions with their first line numbers: continuations joined, comments dropped. */
-function instructions(source: string): { line: number; text: string }[] {
+export function dockerfileInstructions(source: string): { line: number; text: string }[] {
   const out: { line: number; text: string }[] = [];
   let current: { line: number; text: string } | undefined;
   source.split("\n").forEach((raw, i) => {

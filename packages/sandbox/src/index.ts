@@ -1,7 +1,15 @@
 /** bubblewrap sandboxes for rollouts and verification (used by the runner and the verifier). */
 export { Cgroup, cgroupControllers, processAlive } from "./cgroup.ts";
 export { missingTools, SANDBOX_PATH } from "./host.ts";
-export { BASE_IMAGE, type BuiltImage, EnvironmentImages, ImageBuildError, planDockerfile } from "./images.ts";
+export {
+  BASE_IMAGE,
+  type BuiltImage,
+  dockerfileInstructions,
+  EnvironmentImages,
+  ImageBuildError,
+  imageWorkspace,
+  planDockerfile,
+} from "./images.ts";
 export {
   defaultLimits,
   GUARD_SOCKET,

@@ -6,6 +6,7 @@ import type { AgentTask, FailureStage, RolloutRequest, RolloutResult, Trajectory
 import {
   type BuiltImage,
   type EnvironmentImages,
+  imageWorkspace,
   type Mount,
   Sandbox,
   SandboxSetupError,
@@ -149,13 +150,13 @@ async function execute(x: Execution): Promise<RolloutResult> {
   let sandbox: Sandbox | undefined;
   try {
     const image = await imageOf(deps, task);
-    const start = image ? join(image.rootfs, task.workdir) : undefined;
+    const start = image ? imageWorkspace(image, task.workdir) : undefined;
     sandbox = await Sandbox.create({
       baseDir: join(deps.dataDir, "sandboxes"),
       workdir: task.workdir,
       // On the task's image the workspace starts as the image has it; the stored files are for
       // hosts without one.
-      ...(image ? { image, ...(start && existsSync(start) ? { environmentDir: start } : {}) } : {}),
+      ...(image ? { image, ...(start ? { environmentDir: start } : {}) } : {}),
     }).catch((err: unknown) => {
       throw new EnvironmentFailure("sandbox", `cannot create the sandbox: ${(err as Error).message}`);
     });

@@ -48,6 +48,15 @@ export const TrainingRunConfig = z
       .max(10)
       .default(2)
       .describe("Retries of an environment-failed rollout"),
+    redrawFlat: z
+      .number()
+      .int()
+      .min(0)
+      .max(10)
+      .default(1)
+      .describe(
+        "Fresh task draws for a step whose every group scored one reward (no GRPO signal), before it trains",
+      ),
     train: TrainConfig.default(TrainConfig.parse({})),
     evalEvery: z
       .number()
@@ -66,6 +75,11 @@ export const StepMetrics = z.object({
   rollouts: z.number().int(),
   environmentFailures: z.number().int(),
   resampled: z.number().int(),
+  redraws: z
+    .number()
+    .int()
+    .default(0)
+    .describe("Task draws redone because every group of the previous draw scored one reward"),
   meanReward: z.number().nullable(),
   successRate: z.number().nullable(),
   meanToolCalls: z.number().nullable(),

@@ -115,51 +115,41 @@ export async function trainingRun(input: {
 
 async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<void> {
   const number = state.step + 1;
-  state.phase = "sampling";
-  const sample = await sampleTasks({
-    seed: config.seed,
-    cursor: state.cursor,
-    size: config.batchSize,
-    ...(config.categories ? { categories: config.categories } : {}),
-    ...(config.tasks ? { ids: config.tasks } : {}),
-  });
-  const jobs = sample.tasks.flatMap((task) =>
-    Array.from({ length: config.groupSize }, (_, member) => ({ task, member })),
-  );
-
-  state.phase = "rollouts";
+  // A draw whose every group scored one reward gives GRPO no signal: the step would be a no-op.
+  // Such a step draws fresh tasks (at most `redrawFlat` times) and trains on the draw that has one.
+  let cursor = state.cursor;
+  let redraws = 0;
   let failures = 0;
   let resampled = 0;
-  const results = await mapPool(jobs, config.concurrency, async ({ task, member }) => {
-    for (let attempt = 0; ; attempt++) {
-      const rolloutId = `${config.name}/s${number}/${task.id}/g${member}${attempt > 0 ? `/r${attempt}` : ""}`;
-      const result = await runRollout({
-        rolloutId,
-        taskId: task.id,
-        harness: config.harness,
-        model: state.servedName,
-        capture: true,
-        guardMode: "block",
-        rewardMode: "train",
-        temperature: config.temperature,
-        seed: rolloutSeed(config.seed, rolloutId),
-        maxTurns: config.maxTurns,
-        contextWindow: config.contextWindow,
-        ...(config.agentTimeoutSec ? { agentTimeoutSec: config.agentTimeoutSec } : {}),
-        labels: { run: config.name, step: String(number) },
-      });
-      state.rolloutsDone++;
-      if (!result.environmentFailure) return result;
-      failures++;
-      if (attempt >= config.resampleLimit) return result;
-      resampled++;
+  const results: RolloutResult[] = [];
+  let batch: BatchEntry[] = [];
+  for (;;) {
+    state.phase = "sampling";
+    const sample = await sampleTasks({
+      seed: config.seed,
+      cursor,
+      size: config.batchSize,
+      ...(config.categories ? { categories: config.categories } : {}),
+      ...(config.tasks ? { ids: config.tasks } : {}),
+    });
+    cursor = sample.nextCursor;
+    state.phase = "rollouts";
+    const draw = await rollouts(config, state, number, sample.tasks, redraws);
+    failures += draw.failures;
+    resampled += draw.resampled;
+    results.push(...draw.results);
+    const drawn = toBatch(draw.results);
+    batch = [...batch, ...drawn];
+    if (hasSignal(drawn)) {
+      batch = drawn;
+      break;
     }
-  });
+    if (config.groupSize < 2 || redraws >= (config.redrawFlat ?? 0)) break;
+    if (!patched("redraw-flat-steps")) break;
+    redraws++;
+  }
   state.environmentFailures += failures;
   const valid = results.filter((r): r is RolloutResult & { reward: number } => r.reward !== null);
-  const batch: BatchEntry[] = valid
-    .filter((r) => r.refs.guardSession !== null)
-    .map((r) => ({ group: r.taskId, reward: r.reward, guardSession: r.refs.guardSession! }));
 
   let applied = false;
   let hash: string | null = null;
@@ -208,6 +198,7 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
     rollouts: results.length,
     environmentFailures: failures,
     resampled,
+    redraws,
     meanReward: mean(valid.map((r) => r.reward)),
     successRate: mean(valid.map((r) => (r.correctness === 1 ? 1 : 0))),
     meanToolCalls: mean(valid.map((r) => r.toolCalls.guard)),
@@ -230,10 +221,69 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
     metrics.evalScore = output.report.overall.difference.estimate;
     upsertSearchAttributes([{ key: evalScore, value: metrics.evalScore }]);
   }
-  state.cursor = sample.nextCursor;
+  state.cursor = cursor;
   state.step = number;
   state.metrics = [...state.metrics, metrics].slice(-METRICS_KEPT);
   upsertSearchAttributes([{ key: step, value: number }]);
+}
+
+/** One draw's rollouts: a group per task, bounded concurrency, environment failures resampled. */
+async function rollouts(
+  config: TrainingRunConfig,
+  state: RunProgress,
+  number: number,
+  tasks: { id: string }[],
+  draw: number,
+): Promise<{ results: RolloutResult[]; failures: number; resampled: number }> {
+  const jobs = tasks.flatMap((task) =>
+    Array.from({ length: config.groupSize }, (_, member) => ({ task, member })),
+  );
+  let failures = 0;
+  let resampled = 0;
+  const results = await mapPool(jobs, config.concurrency, async ({ task, member }) => {
+    for (let attempt = 0; ; attempt++) {
+      const rolloutId = `${config.name}/s${number}${draw > 0 ? `d${draw}` : ""}/${task.id}/g${member}${attempt > 0 ? `/r${attempt}` : ""}`;
+      const result = await runRollout({
+        rolloutId,
+        taskId: task.id,
+        harness: config.harness,
+        model: state.servedName,
+        capture: true,
+        guardMode: "block",
+        rewardMode: "train",
+        temperature: config.temperature,
+        seed: rolloutSeed(config.seed, rolloutId),
+        maxTurns: config.maxTurns,
+        contextWindow: config.contextWindow,
+        ...(config.agentTimeoutSec ? { agentTimeoutSec: config.agentTimeoutSec } : {}),
+        labels: { run: config.name, step: String(number) },
+      });
+      state.rolloutsDone++;
+      if (!result.environmentFailure) return result;
+      failures++;
+      if (attempt >= config.resampleLimit) return result;
+      resampled++;
+    }
+  });
+  return { results, failures, resampled };
+}
+
+/** The trainer's batch: scored rollouts whose trajectory the guard recorded. */
+function toBatch(results: RolloutResult[]): BatchEntry[] {
+  return results
+    .filter((r) => r.reward !== null && r.refs.guardSession !== null)
+    .map((r) => ({ group: r.taskId, reward: r.reward!, guardSession: r.refs.guardSession! }));
+}
+
+/** Whether some group holds two different rewards: GRPO's advantage is zero in every other group. */
+export function hasSignal(batch: BatchEntry[]): boolean {
+  const seen = new Map<string, number>();
+  for (const entry of batch) {
+    const first = seen.get(entry.group);
+    if (first === undefined) seen.set(entry.group, entry.reward);
+    else if (first !== entry.reward) return true;
+  }
+  return false;
 }
 
 function evalDefaults(config: TrainingRunConfig) {

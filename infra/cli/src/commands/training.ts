@@ -159,7 +159,7 @@ async function followRun(config: StackConfig, name: string, say: Say): Promise<R
       for (const m of p.metrics.slice(shown)) {
         const f = (x: number | null, d = 3) => (x === null ? "n/a" : x.toFixed(d));
         say(
-          `  step ${m.step} done: reward ${f(m.meanReward)}  success ${f(m.successRate, 2)}  tool calls ${f(m.meanToolCalls, 1)}  loss ${f(m.loss, 4)}  adapter ${!m.applied ? `unchanged${m.adapterVersion ? ` (v${m.adapterVersion})` : ""}` : m.adapterVersion ? `v${m.adapterVersion}${m.adapterHash ? ` (${m.adapterHash.slice(0, 12)})` : ""}` : "unchanged"}`,
+          `  step ${m.step} done: reward ${f(m.meanReward)}  success ${f(m.successRate, 2)}  tool calls ${f(m.meanToolCalls, 1)}  loss ${f(m.loss, 4)}  adapter ${!m.applied ? `unchanged${m.adapterVersion ? ` (v${m.adapterVersion})` : ""}` : m.adapterVersion ? `v${m.adapterVersion}${m.adapterHash ? ` (${m.adapterHash.slice(0, 12)})` : ""}` : "unchanged"}${m.redraws ? `  (tasks drawn again ${m.redraws}x: every group scored one reward)` : ""}`,
         );
       }
       shown = p.metrics.length;

@@ -1,7 +1,7 @@
 #!/usr/bin/env -S node --import tsx
 import { parseArgs } from "node:util";
 import { createLogger, EnvError, ServiceError } from "@bridle/service-kit";
-import { experiment, experimentUsage } from "./commands/experiment.ts";
+import { ensureBundledTasks, experiment, experimentUsage } from "./commands/experiment.ts";
 import { guardCheck } from "./commands/guard-check.ts";
 import { runProbe } from "./commands/probe.ts";
 import { tasksCommand, tasksUsage } from "./commands/tasks.ts";
@@ -133,6 +133,7 @@ async function main(argv: string[]): Promise<number> {
     }
     case "experiment":
       await up(config, say);
+      await ensureBundledTasks(config, say);
       return experiment(config, values, say);
     case "runs":
       return positionals[1] === undefined || positionals[1] === "list"

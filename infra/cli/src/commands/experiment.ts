@@ -8,7 +8,7 @@ import { z } from "zod";
 import { repoRoot } from "../stack/config.ts";
 import type { StackConfig } from "../stack/index.ts";
 import { CALIBRATION_MAX_TURNS } from "./tasks.ts";
-import { completedEval, evaluate, runCurves, train } from "./training.ts";
+import { completedEval, evaluate, importBundledTasks, runCurves, train } from "./training.ts";
 
 type Say = (line: string) => void;
 
@@ -91,6 +91,16 @@ const listTasks = async (config: StackConfig, query: string) =>
       schema: z.object({ tasks: z.array(z.custom<TaskSummary>()) }),
     })
   ).tasks;
+
+/**
+ * On a fresh data folder the registry is empty: the experiment imports the bundled suite first (its
+ * controls run once), as the demo does, so `bridle experiment` works from a new checkout.
+ */
+export async function ensureBundledTasks(config: StackConfig, say: Say): Promise<void> {
+  if ((await listTasks(config, "")).length > 0) return;
+  say("the task registry is empty: importing the bundled tasks");
+  await importBundledTasks(config, say);
+}
 
 /**
  * The held-out tasks to judge on: the held-out tasks of one tier, so the experiment judges what it

@@ -68,6 +68,18 @@ export const RolloutResult = z.object({
     .record(z.string(), z.number())
     .optional()
     .describe("Every number of the task's reward.json, when it wrote one (Harbor's several-key rewards)"),
+  steps: z
+    .array(
+      z.object({
+        name: z.string(),
+        correctness: z.number().nullable(),
+        reward: z.number().nullable(),
+        toolCalls: z.number().int().nonnegative(),
+        message: z.string(),
+      }),
+    )
+    .optional()
+    .describe("A multi-step task's steps as they ran (a step below its min_reward ends the run)"),
   toolCalls: z.object({
     guard: z
       .number()
@@ -92,7 +104,14 @@ export const RolloutResult = z.object({
   durationsMs: z.object({ harness: z.number(), verifier: z.number(), total: z.number() }),
   servedModels: z.array(z.string()).describe("Model names the upstream answered with"),
   refs: z.object({
-    guardSession: z.string().nullable(),
+    guardSession: z
+      .string()
+      .nullable()
+      .describe("The guard session of the rollout (of a multi-step task: of its last step that ran)"),
+    stepSessions: z
+      .array(z.string())
+      .optional()
+      .describe("A multi-step task's guard sessions, one per step that ran, in order"),
     trajectory: z.string().nullable().describe("URL of the captured trajectory"),
     logs: z.string().describe("Folder with the harness's output"),
   }),

@@ -181,6 +181,39 @@ export const TaskImageRef = z
   .describe("The image built from the task's Dockerfile, when this host builds images");
 export type TaskImageRef = z.infer<typeof TaskImageRef>;
 
+/**
+ * A reward threshold a step must reach for the next one to run (Harbor's `min_reward`): per key of
+ * the step's reward; a bare number in task.toml is the `reward` key's.
+ */
+export const MinReward = z.record(z.string(), z.number());
+export type MinReward = z.infer<typeof MinReward>;
+
+/** How a multi-step task's step rewards roll up: their mean (Harbor's default), or the last one's. */
+export const StepRewardStrategy = z.enum(["mean", "final"]);
+export type StepRewardStrategy = z.infer<typeof StepRewardStrategy>;
+
+/** One step of a multi-step task, as its agent phase sees it: never its tests or solution. */
+export const AgentStep = z.object({
+  name: z.string().min(1),
+  instruction: z.string(),
+  agentTimeoutSec: z.number().positive(),
+  workdir: z
+    .array(TaskFile)
+    .default([])
+    .describe("steps/<name>/workdir/: merged into the workspace before the step; its setup.sh runs then"),
+  minReward: MinReward.nullable().default(null),
+});
+export type AgentStep = z.infer<typeof AgentStep>;
+
+/** One step's tests: the task's shared tests/ with the step's own tests/ over them. */
+export const VerifierStep = z.object({
+  name: z.string().min(1),
+  verifierTimeoutSec: z.number().positive(),
+  verifierEnv: z.record(z.string(), z.string()),
+  tests: z.array(TaskFile),
+});
+export type VerifierStep = z.infer<typeof VerifierStep>;
+
 /** What the agent phase gets: the instruction and the workspace files, never tests or solution. */
 export const AgentTask = z.object({
   id: TaskId,
@@ -195,6 +228,11 @@ export const AgentTask = z.object({
     .object({ allowedHosts: z.array(z.string()), plugins: TaskPlugins })
     .default({ allowedHosts: [], plugins: { answer_paths: [], protected_paths: [], rules: [] } })
     .describe("The task's own guard rules (task.toml [guard]), for the runner's guard sessions"),
+  steps: z
+    .array(AgentStep)
+    .default([])
+    .describe("A multi-step task's steps, run in order in one sandbox; empty for a single-step task"),
+  stepRewards: StepRewardStrategy.default("mean"),
 });
 export type AgentTask = z.infer<typeof AgentTask>;
 
@@ -213,6 +251,7 @@ export const VerifierBundle = z.object({
   workdir: Workdir,
   image: TaskImageRef,
   tests: z.array(TaskFile),
+  steps: z.array(VerifierStep).default([]).describe("A multi-step task's tests, per step"),
 });
 export type VerifierBundle = z.infer<typeof VerifierBundle>;
 

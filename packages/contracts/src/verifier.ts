@@ -33,6 +33,11 @@ export const VerificationRequest = z
       .describe(
         "On a task's image: absolute path of the layer holding what the agent phase changed outside the workspace",
       ),
+    step: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("A multi-step task's step whose tests to run (each step is verified after its agent phase)"),
     calls: z.number().int().min(0).default(0),
     blocked: z.boolean().default(false),
     mode: RewardMode.default("train"),

@@ -1,7 +1,8 @@
 import type { AgentTask, ControlResults, ControlRun } from "@bridle/contracts";
 import { type BuiltImage, imageWorkspace, Sandbox } from "@bridle/sandbox";
 import { fromTaskFiles, writeTree } from "./files.ts";
-import type { HarborTask } from "./load.ts";
+import type { HarborStep, HarborTask } from "./load.ts";
+import { belowMinReward, rollUpSteps } from "./steps.ts";
 import { lastLine, runTests } from "./verify.ts";
 
 export interface ControlOptions {
@@ -72,6 +73,7 @@ const testOptions = (task: HarborTask, options: ControlOptions) => ({
 
 /** The oracle control: run the reference solution as the agent phase, then the tests; must score 1. */
 async function oracle(task: HarborTask, options: ControlOptions, attempt: number): Promise<ControlRun> {
+  if (task.steps.length > 0) return stepsControl("oracle", task, options, attempt);
   const started = performance.now();
   const sandbox = await sandboxFor(task, options.baseDir, options.image);
   try {
@@ -122,6 +124,7 @@ function testsSaid(outputTail: string): string {
 
 /** The nop control: no agent phase at all, then the tests; must score 0. */
 async function nop(task: HarborTask, options: ControlOptions, attempt: number): Promise<ControlRun> {
+  if (task.steps.length > 0) return stepsControl("nop", task, options, attempt);
   const started = performance.now();
   const sandbox = await sandboxFor(task, options.baseDir, options.image);
   try {
@@ -145,6 +148,111 @@ async function nop(task: HarborTask, options: ControlOptions, attempt: number): 
   } finally {
     await sandbox.dispose();
   }
+}
+
+/**
+ * Readies the workspace for a step: copies steps/<name>/workdir/ into it, then runs its setup.sh
+ * there, as Harbor does. A failed setup is the step's environment failure: what it says, or null.
+ */
+export async function prepareStep(
+  sandbox: Sandbox,
+  step: Pick<HarborStep, "name" | "workdir">,
+  limits: { timeoutMs: number; memoryMb?: number | undefined; cpus?: number | undefined },
+): Promise<string | null> {
+  if (step.workdir.length === 0) return null;
+  await writeTree(sandbox.workspace, step.workdir);
+  if (!step.workdir.some((f) => f.path === "setup.sh")) return null;
+  const setup = await sandbox.run(["bash", `${sandbox.workdir}/setup.sh`], {
+    timeoutMs: limits.timeoutMs,
+    ...(limits.memoryMb ? { memoryMb: limits.memoryMb } : {}),
+    ...(limits.cpus ? { cpus: limits.cpus } : {}),
+  });
+  if (setup.timedOut) return `steps/${step.name}/workdir/setup.sh ran past ${limits.timeoutMs / 1000} s`;
+  if (setup.exitCode !== 0)
+    return `steps/${step.name}/workdir/setup.sh exited ${setup.exitCode ?? setup.signal}${lastWordsOf(setup.stderr, setup.stdout)}`;
+  return null;
+}
+
+const lastWordsOf = (...texts: string[]) => {
+  const line = lastLine(...texts);
+  return line ? `: ${line.slice(0, 200)}` : "";
+};
+
+/**
+ * A control of a multi-step task, in one sandbox as the agent's run: per step, its workdir and
+ * setup, then (oracle) its solution, then its tests; a step below its min_reward ends the run. The
+ * steps' rewards roll up as the task says; the oracle must reach 1, the nop 0.
+ */
+async function stepsControl(
+  control: "oracle" | "nop",
+  task: HarborTask,
+  options: ControlOptions,
+  attempt: number,
+): Promise<ControlRun> {
+  const started = performance.now();
+  const expected = control === "oracle" ? 1 : 0;
+  const limits = {
+    memoryMb: task.toml.environment.memory_mb,
+    cpus: task.toml.environment.cpus,
+  };
+  const sandbox = await sandboxFor(task, options.baseDir, options.image);
+  const said: string[] = [];
+  let failure: string | null = null;
+  const scores: number[] = [];
+  try {
+    for (const step of task.steps) {
+      const timeoutMs = step.agentTimeoutSec * 1000;
+      failure = await prepareStep(sandbox, step, { timeoutMs, ...limits });
+      if (failure) break;
+      if (control === "oracle" && step.solution.some((f) => f.path === "solve.sh")) {
+        const solution = await sandbox.scratch("solution");
+        await writeTree(solution, step.solution);
+        const solve = await sandbox.run(["bash", "/solution/solve.sh"], {
+          timeoutMs,
+          mounts: [{ source: solution, target: "/solution" }],
+          ...(limits.memoryMb ? { memoryMb: limits.memoryMb } : {}),
+          ...(limits.cpus ? { cpus: limits.cpus } : {}),
+        });
+        if (solve.timedOut || solve.exitCode !== 0)
+          said.push(
+            `steps/${step.name}/solution/solve.sh ${solve.timedOut ? "timed out" : `exited ${solve.exitCode}`}`,
+          );
+      }
+      const outcome = await runTests(sandbox, {
+        ...testOptions(task, options),
+        tests: step.tests,
+        timeoutSec: step.verifierTimeoutSec,
+        env: step.verifierEnv,
+      });
+      if (outcome.correctness === null) {
+        failure = `step ${step.name}: ${outcome.message}`;
+        break;
+      }
+      scores.push(outcome.correctness);
+      said.push(`step ${step.name}: ${outcome.correctness}`);
+      const stop = belowMinReward(
+        { correctness: outcome.correctness, details: outcome.details },
+        step.minReward,
+      );
+      if (stop) {
+        said.push(`stopped after ${step.name} (${stop})`);
+        break;
+      }
+    }
+  } finally {
+    await sandbox.dispose();
+  }
+  const reward = failure ? null : rollUpSteps(scores, task.stepRewards);
+  const passed = reward === expected;
+  const steps = said.length > 0 ? ` (${said.join("; ")})` : "";
+  const message = passed
+    ? "ok"
+    : reward === null
+      ? `${control}: environment failure: ${failure ?? "no step ran"}`
+      : control === "oracle"
+        ? `oracle scored ${reward}, expected 1: the reference solutions do not pass the steps' tests${steps}`
+        : `nop scored ${reward}, expected 0: the steps' tests pass without any work${steps}`;
+  return { control, expected, reward, passed, message, durationMs: performance.now() - started, attempt };
 }
 
 /**

@@ -1,11 +1,12 @@
 /** Harbor-format tasks: loading and checking folders, the verifier phase, and the controls. */
-export { controlProblems, runControls, sandboxFor, sandboxForAgent } from "./controls.ts";
+export { controlProblems, prepareStep, runControls, sandboxFor, sandboxForAgent } from "./controls.ts";
 export { envReferences, resolveTaskEnv } from "./env.ts";
 export { fromTaskFiles, hashTree, readTree, type TreeFile, writeTree } from "./files.ts";
 export { type TaskImage, taskImage } from "./image.ts";
 export { labelsFromControls, recordLabels } from "./labels.ts";
-export { findTaskDirs, type HarborTask, type LoadResult, loadTask } from "./load.ts";
+export { findTaskDirs, type HarborStep, type HarborTask, type LoadResult, loadTask } from "./load.ts";
 export { splitFor } from "./split.ts";
+export { belowMinReward, rollUpSteps, type StepScore } from "./steps.ts";
 export { labelsOf, parseTaskToml, TaskToml } from "./task-toml.ts";
 export { mapBounded, type ValidateOptions, validateFolder, validateTask } from "./validate.ts";
 export { runTests, type TestRunOptions, TOOLCHAIN_DIR } from "./verify.ts";

@@ -124,22 +124,23 @@ describe("loadTask", () => {
       '[environment]\nmemory = "lots"\n':
         "task.toml: environment.memory: a size such as 2G, 512M or a number of megabytes",
       '[environment]\nmemory = "128G"\n': "task.toml: environment.memory: 131072 MB is outside 16..65536 MB",
-      '[[steps]]\ninstruction = "a"\n[[steps]]\ninstruction = "b"\n':
-        "task.toml: steps: multi-step tasks ([[steps]]) are not run by Bridle yet",
+      '[[steps]]\nname = "a"\n[[steps]]\nname = "a"\n':
+        "task.toml: steps: step names must be unique (each names its folder under steps/)",
     };
     for (const [toml, problem] of Object.entries(refusals)) {
       await writeFile(join(bare, "task.toml"), toml);
       const refused = await loadTask(bare);
       expect(refused.ok || refused.problems).toEqual([problem]);
     }
-    // A multi-step task has no root instruction, tests or solution: only its steps are named.
+    // A multi-step task has no root instruction, tests or solution: only its steps' lacks are named.
     const steps = await copy("multi-step");
     await writeFile(join(steps, "task.toml"), '[[steps]]\nname = "one"\n');
     for (const path of ["instruction.md", "tests", "solution"])
       await rm(join(steps, path), { recursive: true });
     const multi = await loadTask(steps);
     expect(multi.ok || multi.problems).toEqual([
-      "task.toml: steps: multi-step tasks ([[steps]]) are not run by Bridle yet",
+      "steps/one/instruction.md: missing",
+      "steps/one/tests/test.sh: missing, and the task has no shared tests/test.sh (the verifier runs it)",
     ]);
   });
 

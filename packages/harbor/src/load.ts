@@ -4,6 +4,8 @@ import { basename, join, resolve } from "node:path";
 import {
   categoryName,
   type EvaluationLabels,
+  type MinReward,
+  type StepRewardStrategy,
   type TaskCategory,
   TaskId,
   type TaskSplit,
@@ -39,6 +41,30 @@ export interface HarborTask {
   solution: TreeFile[];
   /** The task's Dockerfile: built into the sandbox's system where an image engine is installed. */
   dockerfile: TaskDockerfile | undefined;
+  /** A multi-step task's steps (`[[steps]]`), in order; empty for a single-step task. */
+  steps: HarborStep[];
+  /** How the steps' rewards roll up into the task's (task.toml `multi_step_reward_strategy`). */
+  stepRewards: StepRewardStrategy;
+}
+
+/**
+ * One step of a multi-step task, from `[[steps]]` and `steps/<name>/`: run in order in one sandbox,
+ * each with its own instruction, then its own tests.
+ */
+export interface HarborStep {
+  name: string;
+  instruction: string;
+  /** The task's shared tests/ with steps/<name>/tests/ over them (a same-named file is the step's). */
+  tests: TreeFile[];
+  /** steps/<name>/solution/: the oracle control runs its solve.sh; empty when the step has none. */
+  solution: TreeFile[];
+  /** steps/<name>/workdir/: copied into the workspace before the step; its setup.sh runs then. */
+  workdir: TreeFile[];
+  /** The step's reward must reach these (per key) for the next step to run. */
+  minReward: MinReward | null;
+  agentTimeoutSec: number;
+  verifierTimeoutSec: number;
+  verifierEnv: Record<string, string>;
 }
 
 /** A task's Dockerfile and what running without its image means. */
@@ -90,16 +116,19 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
     const parsed = parseTaskToml(tomlFile.content.toString("utf8"));
     if (parsed.ok) ({ toml, notes } = parsed);
     else problems.push(...parsed.problems);
-    // A multi-step task keeps its instructions, tests and solutions under steps/: that it is
-    // multi-step is the one thing to say, not the root files it does not have.
-    if (!parsed.ok && parsed.problems.some((p) => p.startsWith("task.toml: steps:")))
-      return { ok: false, id, dir, problems };
   }
-  const instruction = file("instruction.md")?.content.toString("utf8") ?? "";
-  if (!file("instruction.md")) problems.push("instruction.md: missing");
-  else if (instruction.trim() === "") problems.push("instruction.md: empty");
-  if (!file("tests/test.sh")) problems.push("tests/test.sh: missing (the verifier runs it)");
-  if (!file("solution/solve.sh")) problems.push("solution/solve.sh: missing (the oracle control runs it)");
+  const steps = toml?.steps ? readSteps(toml, files, problems) : [];
+  let instruction = file("instruction.md")?.content.toString("utf8") ?? "";
+  if (toml?.steps) {
+    // A multi-step task's root instruction.md is optional and never the agent's: the steps' are,
+    // and together they are what the task asks (the guard's rules read it; listings show it).
+    instruction = steps.map((s, i) => `Step ${i + 1} (${s.name}):\n${s.instruction.trim()}`).join("\n\n");
+  } else {
+    if (!file("instruction.md")) problems.push("instruction.md: missing");
+    else if (instruction.trim() === "") problems.push("instruction.md: empty");
+    if (!file("tests/test.sh")) problems.push("tests/test.sh: missing (the verifier runs it)");
+    if (!file("solution/solve.sh")) problems.push("solution/solve.sh: missing (the oracle control runs it)");
+  }
   if (toml) {
     const missing = missingTools(toml.environment.requires);
     if (missing.length > 0) {
@@ -139,6 +168,8 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
       workdir: workspace.workdir,
       tests: under(files, "tests"),
       solution: under(files, "solution"),
+      steps,
+      stepRewards: toml.multi_step_reward_strategy,
       dockerfile: dockerfile
         ? {
             name: "environment/Dockerfile",
@@ -152,6 +183,44 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
         : undefined,
     },
   };
+}
+
+/**
+ * The `[[steps]]` of a task.toml with their folders: each step needs steps/<name>/instruction.md,
+ * and a tests/test.sh of its own or the task's shared one. Problems are added to `problems`.
+ */
+function readSteps(toml: TaskToml, files: TreeFile[], problems: string[]): HarborStep[] {
+  const shared = under(files, "tests");
+  return (toml.steps ?? []).map((step) => {
+    const folder = `steps/${step.name}`;
+    const own = under(files, folder);
+    const instruction = own.find((f) => f.path === "instruction.md")?.content.toString("utf8") ?? "";
+    if (!own.some((f) => f.path === "instruction.md")) problems.push(`${folder}/instruction.md: missing`);
+    else if (instruction.trim() === "") problems.push(`${folder}/instruction.md: empty`);
+    const ownTests = under(own, "tests");
+    const tests = [...shared.filter((f) => !ownTests.some((o) => o.path === f.path)), ...ownTests];
+    if (!tests.some((f) => f.path === "test.sh"))
+      problems.push(
+        `${folder}/tests/test.sh: missing, and the task has no shared tests/test.sh (the verifier runs it)`,
+      );
+    const minReward =
+      step.min_reward === undefined
+        ? null
+        : typeof step.min_reward === "number"
+          ? { reward: step.min_reward }
+          : step.min_reward;
+    return {
+      name: step.name,
+      instruction,
+      tests,
+      solution: under(own, "solution"),
+      workdir: under(own, "workdir"),
+      minReward,
+      agentTimeoutSec: step.agent?.timeout_sec ?? toml.agent.timeout_sec,
+      verifierTimeoutSec: step.verifier?.timeout_sec ?? toml.verifier.timeout_sec,
+      verifierEnv: { ...toml.verifier.env, ...(step.verifier?.env ?? {}) },
+    };
+  });
 }
 
 /**
@@ -184,6 +253,8 @@ function loadTb1(id: string, dir: string, files: TreeFile[], idProblems: string[
       workdir: read.workdir,
       tests: read.tests,
       solution: read.solution,
+      steps: [],
+      stepRewards: "mean",
       dockerfile: read.dockerfile,
     },
   };

@@ -124,6 +124,25 @@ const Environment = z.looseObject({
   gpu_types: informational,
 });
 
+/** A step's folder name: steps/<name>/ holds its instruction, tests, solution and workdir. */
+const StepName = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, "a folder name of letters, digits, '.', '_' and '-'");
+
+/** One `[[steps]]` table (Harbor schema 1.1+): the step's own limits and its threshold to go on. */
+const Step = z.looseObject({
+  name: StepName,
+  // A number is the `reward` key's threshold; a table gives one per reward key.
+  min_reward: z.union([z.number(), z.record(z.string(), z.number())]).optional(),
+  agent: z.looseObject({ timeout_sec: seconds.optional() }).optional(),
+  verifier: z
+    .looseObject({ timeout_sec: seconds.optional(), env: z.record(z.string(), z.string()).optional() })
+    .optional(),
+  artifacts: informational,
+  healthcheck: informational,
+});
+export type TaskStepToml = z.infer<typeof Step>;
+
 export const TaskToml = z.looseObject({
   version: z.string().default("1.0"),
   schema_version: z.string().optional(),
@@ -135,9 +154,14 @@ export const TaskToml = z.looseObject({
   source: informational,
   artifacts: z.array(z.union([z.string(), z.looseObject({})])).optional(),
   steps: z
-    .array(z.looseObject({}))
+    .array(Step)
+    .min(1, "a multi-step task has at least one [[steps]] table")
     .optional()
-    .refine((steps) => steps === undefined, "multi-step tasks ([[steps]]) are not run by Bridle yet"),
+    .refine(
+      (steps) => !steps || new Set(steps.map((s) => s.name)).size === steps.length,
+      "step names must be unique (each names its folder under steps/)",
+    ),
+  multi_step_reward_strategy: z.enum(["mean", "final"]).default("mean"),
   /**
    * The task's own guard rules: hosts it may reach, where its answers live, files it forbids
    * changing, and extra rules (`task-plugin:<id>`). Passed to the guard session of every rollout.
@@ -173,6 +197,14 @@ export function unknownKeys(raw: Record<string, unknown>): string[] {
     for (const key of Object.keys(value)) {
       if (!known.includes(key)) found.push(table === "" ? key : `${table}.${key}`);
     }
+  }
+  const steps = raw.steps;
+  if (Array.isArray(steps)) {
+    const known = Object.keys(Step.shape);
+    steps.forEach((step, i) => {
+      if (typeof step !== "object" || step === null) return;
+      for (const key of Object.keys(step)) if (!known.includes(key)) found.push(`steps[${i}].${key}`);
+    });
   }
   return found;
 }

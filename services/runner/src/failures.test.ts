@@ -14,6 +14,7 @@ beforeAll(async () => {
     join(import.meta.dirname, "..", "fixtures", "offline-answer"),
     join(import.meta.dirname, "..", "fixtures", "own-workdir"),
     join(import.meta.dirname, "..", "fixtures", "image-task"),
+    join(import.meta.dirname, "..", "..", "..", "packages", "harbor", "fixtures", "two-steps"),
   ]);
 }, 600_000);
 afterAll(() => stack?.stop());
@@ -178,6 +179,51 @@ describe("a task's own guard rules reach the guard session of its rollouts", () 
     const result = RolloutResult.parse(await res.json());
     expect(result.environmentFailure).toBeNull();
     expect(result.correctness).toBe(1);
+  });
+});
+
+describe("a multi-step task ([[steps]]): the harness runs per step in one sandbox, each step verified", () => {
+  const steps = (rolloutId: string) =>
+    stack.app.request("/v1/rollouts", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ rolloutId, taskId: "two-steps", harness: "pi", model: "scripted-model" }),
+    });
+
+  it("runs both steps on the same workspace, with the second step's workdir and setup, and scores each", async () => {
+    // Each step is a new conversation, so both get the same turns: one command that does step 1's
+    // work until step 2's workdir (data.txt) has arrived, and step 2's after.
+    await stack.script([
+      { tool_calls: [run("if [ -f data.txt ]; then cat data.txt >> out.txt; else echo one > out.txt; fi")] },
+      { text: "Done." },
+    ]);
+    const res = await steps("two-steps-solved");
+    const result = RolloutResult.parse(await res.json());
+    expect(result.environmentFailure).toBeNull();
+    expect(result.steps?.map((s) => [s.name, s.correctness, s.toolCalls])).toEqual([
+      ["01-create", 1, 1],
+      ["02-extend", 1, 1],
+    ]);
+    expect(result.correctness).toBe(1);
+    expect(result.reward).toBeGreaterThanOrEqual(1);
+    // The harness ran twice, each step a guard session (a conversation) of its own.
+    expect(result.toolCalls).toEqual({ guard: 2, harness: 2 });
+    expect(result.refs.stepSessions).toHaveLength(2);
+    expect(result.refs.guardSession).toBe(result.refs.stepSessions![1]);
+    for (const session of result.refs.stepSessions!) expect(await guardRecords(session)).toHaveLength(2);
+  });
+
+  it("a step below its min_reward ends the task: the next step never runs", async () => {
+    await stack.script([{ tool_calls: [run("echo zero > out.txt")] }, { text: "Created out.txt." }]);
+    const before = await upstreamRequests();
+    const res = await steps("two-steps-stopped");
+    const result = RolloutResult.parse(await res.json());
+    expect(result.environmentFailure).toBeNull();
+    expect(result.steps?.map((s) => [s.name, s.correctness])).toEqual([["01-create", 0]]);
+    expect(result.steps?.[0]?.message).toMatch(/the task ends here: reward = 0, below min_reward 1/);
+    expect(result.correctness).toBe(0);
+    expect(result.reward).toBe(0);
+    expect((await upstreamRequests()) - before).toBe(2);
   });
 });
 

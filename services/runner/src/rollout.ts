@@ -2,7 +2,16 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import type { AgentTask, FailureStage, RolloutRequest, RolloutResult, Trajectory } from "@bridle/contracts";
+import type {
+  AgentStep,
+  AgentTask,
+  FailureStage,
+  RolloutRequest,
+  RolloutResult,
+  Trajectory,
+  VerificationResult,
+} from "@bridle/contracts";
+import { belowMinReward, fromTaskFiles, prepareStep, rollUpSteps } from "@bridle/harbor";
 import {
   type BuiltImage,
   type EnvironmentImages,
@@ -110,12 +119,18 @@ interface Execution {
   log: Logger;
 }
 
-async function execute(x: Execution): Promise<RolloutResult> {
+/** A guard session for one conversation of the rollout, with the key its harness presents. */
+interface GuardSession {
+  id: string;
+  apiKey: string;
+}
+
+async function openSession(x: Execution, instruction: string, step?: string): Promise<GuardSession> {
   const { deps, request, adapter, task, rolloutId } = x;
   const apiKey = `bridle-${randomBytes(18).toString("hex")}`;
   const session = await registerSession(deps, {
     apiKey,
-    instruction: task.instruction,
+    instruction,
     adapter: request.model,
     allowedHosts: task.guard.allowedHosts,
     taskPlugins: task.guard.plugins,
@@ -125,8 +140,22 @@ async function execute(x: Execution): Promise<RolloutResult> {
     maxCalls: request.maxTurns,
     ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
     ...(request.seed === undefined ? {} : { seed: request.seed }),
-    labels: { ...request.labels, rollout: rolloutId, task: task.id, harness: adapter.name },
+    labels: {
+      ...request.labels,
+      rollout: rolloutId,
+      task: task.id,
+      harness: adapter.name,
+      ...(step ? { step } : {}),
+    },
   }).catch((err: unknown) => unavailable("the guard", err));
+  return { id: session.id, apiKey };
+}
+
+async function execute(x: Execution): Promise<RolloutResult> {
+  const { deps, request, adapter, task, rolloutId } = x;
+  // A multi-step task talks to the guard in one session per step: each step is a conversation of
+  // its own, judged against its own instruction.
+  const session = await openSession(x, task.steps[0]?.instruction ?? task.instruction, task.steps[0]?.name);
 
   const result: RolloutResult = {
     rolloutId,
@@ -163,21 +192,23 @@ async function execute(x: Execution): Promise<RolloutResult> {
     for (const file of image ? [] : task.environment) {
       await sandbox.writeWorkspaceFile(file.path, Buffer.from(file.base64, "base64"), file.mode);
     }
-    // The trajectory is read even when the harness failed: the guard's count of what it served
-    // explains the failure (and a crash after a tool call is not a crash before any).
-    const harnessFailure = await runHarness(x, sandbox, apiKey, result).then(
-      () => undefined,
-      (err: unknown) => {
-        if (err instanceof EnvironmentFailure) return err;
-        throw err;
-      },
-    );
-    const captured = await settledTrajectory(deps, session.id).catch((err: unknown) =>
-      unavailable("the guard", err),
-    );
-    applyTrajectory(result, captured);
-    if (harnessFailure) throw harnessFailure;
-    await runVerifier(x, sandbox, result);
+    if (task.steps.length > 0) await runSteps(x, sandbox, session, result);
+    else {
+      await agentPhase(x, sandbox, session, result, {
+        instruction: task.instruction,
+        timeoutSec: request.agentTimeoutSec ?? task.agentTimeoutSec,
+      });
+      const verdict = await runVerifier(
+        x,
+        sandbox,
+        result,
+        result.toolCalls.guard,
+        result.blocked.length > 0,
+      );
+      result.correctness = verdict.outcome.correctness;
+      result.reward = verdict.reward;
+      if (verdict.outcome.details) result.rewardDetails = verdict.outcome.details;
+    }
   } catch (err) {
     if (!(err instanceof EnvironmentFailure)) throw err;
     result.environmentFailure = { stage: err.stage, reason: err.message };
@@ -210,13 +241,103 @@ async function imageOf(deps: RolloutDeps, task: AgentTask): Promise<BuiltImage |
   return image;
 }
 
+/**
+ * One run of the harness on an instruction, then the guard's record of it. The trajectory is read
+ * even when the harness failed: the guard's count of what it served explains the failure (and a
+ * crash after a tool call is not a crash before any).
+ */
+async function agentPhase(
+  x: Execution,
+  sandbox: Sandbox,
+  session: GuardSession,
+  result: RolloutResult,
+  phase: { instruction: string; timeoutSec: number; logName?: string },
+): Promise<void> {
+  const harnessFailure = await runHarness(x, sandbox, session.apiKey, result, phase).then(
+    () => undefined,
+    (err: unknown) => {
+      if (err instanceof EnvironmentFailure) return err;
+      throw err;
+    },
+  );
+  const captured = await settledTrajectory(x.deps, session.id).catch((err: unknown) =>
+    unavailable("the guard", err),
+  );
+  applyTrajectory(result, captured);
+  if (harnessFailure) throw harnessFailure;
+}
+
+/**
+ * A multi-step task in one sandbox, as Harbor runs it: per step, its workdir files and setup.sh,
+ * the harness on the step's instruction, then the step's tests. A step below its min_reward ends
+ * the task; the steps' rewards roll up as the task says (mean or final). Each step is a guard
+ * session of its own (its conversation, judged against its instruction); each step's reward counts
+ * its own tool calls, and `refs.guardSession` ends as the last step's.
+ */
+async function runSteps(
+  x: Execution,
+  sandbox: Sandbox,
+  first: GuardSession,
+  result: RolloutResult,
+): Promise<void> {
+  const { task, request } = x;
+  const steps: NonNullable<RolloutResult["steps"]> = [];
+  result.steps = steps;
+  result.refs.stepSessions = [];
+  for (const [i, step] of task.steps.entries()) {
+    const session = i === 0 ? first : await openSession(x, step.instruction, step.name);
+    result.refs.stepSessions.push(session.id);
+    result.refs.guardSession = session.id;
+    result.refs.trajectory = trajectoryUrl(x.deps, session.id);
+    const timeoutSec = request.agentTimeoutSec ?? step.agentTimeoutSec;
+    const setup = await prepareStep(
+      sandbox,
+      { name: step.name, workdir: fromTaskFiles(step.workdir) },
+      { timeoutMs: timeoutSec * 1000 },
+    );
+    if (setup) throw new EnvironmentFailure("sandbox", setup);
+    const before = result.toolCalls.guard;
+    await agentPhase(x, sandbox, session, result, {
+      instruction: step.instruction,
+      timeoutSec,
+      logName: stepLog(step),
+    });
+    const calls = result.toolCalls.guard - before;
+    const verdict = await runVerifier(x, sandbox, result, calls, result.blocked.length > 0, step);
+    const correctness = verdict.outcome.correctness!;
+    steps.push({
+      name: step.name,
+      correctness,
+      reward: verdict.reward,
+      toolCalls: calls,
+      message: verdict.outcome.message,
+    });
+    const stop = belowMinReward({ correctness, details: verdict.outcome.details }, step.minReward);
+    if (stop) {
+      steps[steps.length - 1]!.message += ` (the task ends here: ${stop})`;
+      break;
+    }
+  }
+  result.correctness = rollUpSteps(
+    steps.map((s) => s.correctness ?? 0),
+    task.stepRewards,
+  );
+  result.reward = rollUpSteps(
+    steps.map((s) => s.reward ?? 0),
+    task.stepRewards,
+  );
+}
+
+const stepLog = (step: AgentStep) => `step-${step.name}`;
+
 async function runHarness(
   x: Execution,
   sandbox: Sandbox,
   apiKey: string,
   result: RolloutResult,
+  phase: { instruction: string; timeoutSec: number; logName?: string },
 ): Promise<void> {
-  const { deps, request, adapter, task } = x;
+  const { deps, request, adapter } = x;
   const home = await sandbox.scratch("home");
   const launch = adapter.launch({
     workspace: sandbox.workdir,
@@ -224,7 +345,7 @@ async function runHarness(
     guardUrl: `http://127.0.0.1:${GUARD_PORT_INSIDE}`,
     apiKey,
     model: request.model,
-    instruction: task.instruction,
+    instruction: phase.instruction,
     maxTurns: request.maxTurns,
     contextWindow: request.contextWindow,
     install: deps.install,
@@ -239,7 +360,8 @@ async function runHarness(
     host: guard.hostname,
     port: Number(guard.port || 80),
   });
-  const timeoutSec = request.agentTimeoutSec ?? task.agentTimeoutSec;
+  const { timeoutSec } = phase;
+  const log = phase.logName ? `${phase.logName}.` : "";
   try {
     const run = await sandbox
       .run([launch.command, ...launch.args], {
@@ -257,11 +379,11 @@ async function runHarness(
         if (err instanceof SandboxSetupError) throw new EnvironmentFailure("sandbox", err.message);
         throw err;
       });
-    result.durationsMs.harness = Math.round(run.durationMs);
-    await writeFile(join(x.logs, "harness.stdout"), run.stdout);
-    await writeFile(join(x.logs, "harness.stderr"), run.stderr);
+    result.durationsMs.harness += Math.round(run.durationMs);
+    await writeFile(join(x.logs, `${log}harness.stdout`), run.stdout);
+    await writeFile(join(x.logs, `${log}harness.stderr`), run.stderr);
     const report = adapter.report({ stdout: run.stdout, stderr: run.stderr, exitCode: run.exitCode, home });
-    result.toolCalls.harness = report.toolCalls.length;
+    result.toolCalls.harness += report.toolCalls.length;
     result.stopReason = run.timedOut ? "timeout" : report.stopReason;
     result.finalAnswer = report.finalAnswer;
     if (run.timedOut)
@@ -273,17 +395,24 @@ async function runHarness(
   }
 }
 
+/** Adds one conversation's record (a multi-step task has one per step) to the rollout's figures. */
 function applyTrajectory(result: RolloutResult, captured: Trajectory): void {
-  result.toolCalls.guard = captured.toolCalls;
-  result.blocked = captured.records.flatMap((record) =>
-    record.toolCalls
-      .filter((call) => call.decision === "block")
-      .map((call) => ({ ...(call.rule ? { rule: call.rule } : {}), notice: call.notice ?? "blocked" })),
+  result.toolCalls.guard += captured.toolCalls;
+  result.blocked.push(
+    ...captured.records.flatMap((record) =>
+      record.toolCalls
+        .filter((call) => call.decision === "block")
+        .map((call) => ({ ...(call.rule ? { rule: call.rule } : {}), notice: call.notice ?? "blocked" })),
+    ),
   );
   result.servedModels = [
-    ...new Set(captured.records.map((r) => r.servedModel).filter((m): m is string => m !== null)),
+    ...new Set([
+      ...result.servedModels,
+      ...captured.records.map((r) => r.servedModel).filter((m): m is string => m !== null),
+    ]),
   ];
-  result.toolCallFormats = toolCallFormats(captured);
+  for (const [format, n] of Object.entries(toolCallFormats(captured)))
+    result.toolCallFormats[format] = (result.toolCallFormats[format] ?? 0) + n;
 }
 
 /**
@@ -305,27 +434,40 @@ export function toolCallFormats(captured: Trajectory): Record<string, number> {
   return formats;
 }
 
-async function runVerifier(x: Execution, sandbox: Sandbox, result: RolloutResult): Promise<void> {
+/**
+ * The task's tests (a multi-step task's: the step's) on what the agent left. A verifier that gives
+ * no reward is an environment failure.
+ */
+async function runVerifier(
+  x: Execution,
+  sandbox: Sandbox,
+  result: RolloutResult,
+  calls: number,
+  blocked: boolean,
+  step?: AgentStep,
+): Promise<VerificationResult> {
   const started = performance.now();
   const verdict = await verify(x.deps, {
     taskId: x.task.id,
     workspace: sandbox.workspace,
     ...(sandbox.changes ? { changes: sandbox.changes } : {}),
-    calls: result.toolCalls.guard,
-    blocked: result.blocked.length > 0,
+    ...(step ? { step: step.name } : {}),
+    calls,
+    blocked,
     mode: x.request.rewardMode,
   }).catch((err: unknown) => unavailable("the verifier", err));
-  result.durationsMs.verifier = Math.round(performance.now() - started);
-  await writeFile(join(x.logs, "verifier.txt"), verdict.outcome.outputTail);
+  result.durationsMs.verifier += Math.round(performance.now() - started);
+  await writeFile(
+    join(x.logs, step ? `${stepLog(step)}.verifier.txt` : "verifier.txt"),
+    verdict.outcome.outputTail,
+  );
   if (verdict.outcome.correctness === null) {
     throw new EnvironmentFailure(
       "verifier",
-      `${verdict.outcome.failure ?? "failed"}: ${verdict.outcome.message}`,
+      `${step ? `step ${step.name}: ` : ""}${verdict.outcome.failure ?? "failed"}: ${verdict.outcome.message}`,
     );
   }
-  result.correctness = verdict.outcome.correctness;
-  result.reward = verdict.reward;
-  if (verdict.outcome.details) result.rewardDetails = verdict.outcome.details;
+  return verdict;
 }
 
 /** The harness installs, read-only at their own paths (their scripts name them absolutely). */

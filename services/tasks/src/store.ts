@@ -46,6 +46,17 @@ CREATE TABLE IF NOT EXISTS task_files (
   content BLOB NOT NULL,
   PRIMARY KEY (task_id, part, path)
 );
+-- A multi-step task's per-step files: its tests (shared ones with the step's over them), its
+-- workdir files and its solution.
+CREATE TABLE IF NOT EXISTS step_files (
+  task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
+  step TEXT NOT NULL,
+  part TEXT NOT NULL CHECK (part IN ('tests', 'workdir', 'solution')),
+  path TEXT NOT NULL,
+  mode INTEGER NOT NULL,
+  content BLOB NOT NULL,
+  PRIMARY KEY (task_id, step, part, path)
+);
 -- Kept across re-imports: a record counts while its task hash matches the task's content.
 CREATE TABLE IF NOT EXISTS calibrations (
   task_id TEXT NOT NULL,
@@ -75,6 +86,19 @@ interface Row {
   reward_key: string | null;
   workdir: string;
   image: string | null;
+  /** A multi-step task's steps (StoredStep[] as JSON), or null. */
+  steps: string | null;
+  step_rewards: string;
+}
+
+/** What the registry keeps of a step besides its files. */
+interface StoredStep {
+  name: string;
+  instruction: string;
+  agentTimeoutSec: number;
+  verifierTimeoutSec: number;
+  verifierEnv: Record<string, string>;
+  minReward: Record<string, number> | null;
 }
 
 const imageOf = (row: Row): TaskImageRef => (row.image ? (JSON.parse(row.image) as TaskImageRef) : null);
@@ -131,6 +155,9 @@ export class TaskStore {
     if (!columns.some((c) => c.name === "workdir"))
       this.db.exec("ALTER TABLE tasks ADD COLUMN workdir TEXT NOT NULL DEFAULT '/app'");
     if (!columns.some((c) => c.name === "image")) this.db.exec("ALTER TABLE tasks ADD COLUMN image TEXT");
+    if (!columns.some((c) => c.name === "steps")) this.db.exec("ALTER TABLE tasks ADD COLUMN steps TEXT");
+    if (!columns.some((c) => c.name === "step_rewards"))
+      this.db.exec("ALTER TABLE tasks ADD COLUMN step_rewards TEXT NOT NULL DEFAULT 'mean'");
   }
 
   /**
@@ -151,9 +178,9 @@ export class TaskStore {
       this.db
         .prepare(
           `INSERT INTO tasks (id, hash, category, split, split_source, labels, controls, instruction,
-             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible, reward_key, workdir, image)
+             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible, reward_key, workdir, image, steps, step_rewards)
            VALUES (@id, @hash, @category, @split, @split_source, @labels, @controls, @instruction,
-             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible, @reward_key, @workdir, @image)`,
+             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible, @reward_key, @workdir, @image, @steps, @step_rewards)`,
         )
         .run({
           id: task.id,
@@ -175,6 +202,22 @@ export class TaskStore {
           reward_key: task.toml.verifier.reward_key ?? null,
           workdir: task.workdir,
           image: image ? JSON.stringify(image) : null,
+          steps:
+            task.steps.length > 0
+              ? JSON.stringify(
+                  task.steps.map(
+                    (step): StoredStep => ({
+                      name: step.name,
+                      instruction: step.instruction,
+                      agentTimeoutSec: step.agentTimeoutSec,
+                      verifierTimeoutSec: step.verifierTimeoutSec,
+                      verifierEnv: step.verifierEnv,
+                      minReward: step.minReward,
+                    }),
+                  ),
+                )
+              : null,
+          step_rewards: task.stepRewards,
         });
       const insert = this.db.prepare(
         "INSERT INTO task_files (task_id, part, path, mode, content) VALUES (?, ?, ?, ?, ?)",
@@ -186,6 +229,18 @@ export class TaskStore {
       ];
       for (const [part, files] of parts)
         for (const f of files) insert.run(task.id, part, f.path, f.mode, f.content);
+      const insertStep = this.db.prepare(
+        "INSERT INTO step_files (task_id, step, part, path, mode, content) VALUES (?, ?, ?, ?, ?, ?)",
+      );
+      for (const step of task.steps) {
+        const stepParts: [string, TreeFile[]][] = [
+          ["tests", step.tests],
+          ["workdir", step.workdir],
+          ["solution", step.solution],
+        ];
+        for (const [part, files] of stepParts)
+          for (const f of files) insertStep.run(task.id, step.name, part, f.path, f.mode, f.content);
+      }
     });
     write();
   }
@@ -239,6 +294,19 @@ export class TaskStore {
     return rows.map((r) => ({ path: r.path, mode: r.mode, base64: r.content.toString("base64") }));
   }
 
+  private stepFiles(id: string, step: string, part: "tests" | "workdir"): TaskFile[] {
+    const rows = this.db
+      .prepare(
+        "SELECT path, mode, content FROM step_files WHERE task_id = ? AND step = ? AND part = ? ORDER BY path",
+      )
+      .all(id, step, part) as { path: string; mode: number; content: Buffer }[];
+    return rows.map((r) => ({ path: r.path, mode: r.mode, base64: r.content.toString("base64") }));
+  }
+
+  private steps(row: Row): StoredStep[] {
+    return row.steps ? (JSON.parse(row.steps) as StoredStep[]) : [];
+  }
+
   /** What an agent may see: instruction and workspace files. Never tests or solution. */
   agentTask(id: string): AgentTask | null {
     const row = this.db.prepare("SELECT * FROM tasks WHERE id = ?").get(id) as Row | undefined;
@@ -253,6 +321,14 @@ export class TaskStore {
       image: imageOf(row),
       environment: this.files(id, "environment"),
       guard: guardOf(row.guard),
+      steps: this.steps(row).map((step) => ({
+        name: step.name,
+        instruction: step.instruction,
+        agentTimeoutSec: step.agentTimeoutSec,
+        workdir: this.stepFiles(id, step.name, "workdir"),
+        minReward: step.minReward,
+      })),
+      stepRewards: row.step_rewards === "final" ? "final" : "mean",
     };
   }
 
@@ -270,6 +346,12 @@ export class TaskStore {
       workdir: row.workdir,
       image: imageOf(row),
       tests: this.files(id, "tests"),
+      steps: this.steps(row).map((step) => ({
+        name: step.name,
+        verifierTimeoutSec: step.verifierTimeoutSec,
+        verifierEnv: step.verifierEnv,
+        tests: this.stepFiles(id, step.name, "tests"),
+      })),
     };
   }
 

@@ -60,6 +60,9 @@ beforeAll(async () => {
     await cp(join(repoRoot, "tasks", id), join(dir, "import", id), { recursive: true });
   }
   await cp(join(repoRoot, "tasks", "repair-median"), join(dir, "import", "slow-tests"), { recursive: true });
+  await cp(join(repoRoot, "packages/harbor/fixtures/two-steps"), join(dir, "import", "two-steps"), {
+    recursive: true,
+  });
   await writeFile(
     join(dir, "import/slow-tests/task.toml"),
     '[metadata]\ncategory = "repair"\n[verifier]\ntimeout_sec = 1\n',
@@ -99,6 +102,7 @@ beforeAll(async () => {
   workspaces.solved = await workspaceAfter("repair-median", "bash /solution/solve.sh");
   workspaces.untouched = await workspaceAfter("repair-median", "true");
   workspaces.elsewhere = await workspaceAfter("elsewhere", "bash /solution/solve.sh");
+  workspaces.firstStep = await workspaceAfter("two-steps", "echo one > out.txt");
   workspaces.half = await workspaceAfter(
     "build-roman-numerals",
     "bash /solution/solve.sh && sed -i 's/if not 1 <= n <= 3999:/if False:/' roman.py",
@@ -150,6 +154,24 @@ describe("the verifier service", () => {
     expect(solved.outcome).toMatchObject({ correctness: 1, failure: null });
     const untouched = await verifyOk({ taskId: "elsewhere", workspace: workspaces.untouched, calls: 2 });
     expect(untouched.outcome.correctness).toBe(0);
+  });
+
+  it("verifies a named step of a multi-step task with that step's tests, and names a missing or unknown step", async () => {
+    const first = await verifyOk({ taskId: "two-steps", workspace: workspaces.firstStep, step: "01-create" });
+    expect(first.outcome).toMatchObject({ correctness: 1, failure: null });
+    // The second step's tests want its setup's file and the appended line: not there yet.
+    const second = await verifyOk({ taskId: "two-steps", workspace: workspaces.firstStep, step: "02-extend" });
+    expect(second.outcome.correctness).toBe(0);
+    const unnamed = await verifyReq({ taskId: "two-steps", workspace: workspaces.firstStep });
+    expect(unnamed.status).toBe(400);
+    expect(await unnamed.json()).toMatchObject({
+      error: { code: "step_required", message: expect.stringContaining("01-create, 02-extend") },
+    });
+    const unknown = await verifyReq({ taskId: "two-steps", workspace: workspaces.firstStep, step: "03-x" });
+    expect(unknown.status).toBe(400);
+    expect(await unknown.json()).toMatchObject({ error: { code: "unknown_step" } });
+    const single = await verifyReq({ taskId: "repair-median", workspace: workspaces.solved, step: "01-create" });
+    expect(await single.json()).toMatchObject({ error: { code: "unknown_step" } });
   });
 
   it("gives partial credit on a build task, without a bonus", async () => {

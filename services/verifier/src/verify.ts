@@ -44,6 +44,34 @@ async function bundleFor(deps: VerifyDeps, taskId: string): Promise<VerifierBund
   }
 }
 
+/** The tests to run: the task's, or for a multi-step task the named step's. */
+function testsFor(
+  bundle: VerifierBundle,
+  step: string | undefined,
+): Pick<VerifierBundle, "tests" | "verifierTimeoutSec" | "verifierEnv"> {
+  if (step === undefined) {
+    if (bundle.steps.length > 0)
+      throw httpError(
+        400,
+        "step_required",
+        `task ${bundle.id} has steps (${bundle.steps.map((s) => s.name).join(", ")}): name the step to verify`,
+        { issues: [{ path: "body.step", message: "required for a multi-step task" }] },
+      );
+    return bundle;
+  }
+  const found = bundle.steps.find((s) => s.name === step);
+  if (!found)
+    throw httpError(
+      400,
+      "unknown_step",
+      bundle.steps.length === 0
+        ? `task ${bundle.id} has no steps: verify it without one`
+        : `task ${bundle.id} has no step '${step}'; its steps: ${bundle.steps.map((s) => s.name).join(", ")}`,
+      { issues: [{ path: "body.step", message: "not a step of the task" }] },
+    );
+  return found;
+}
+
 /**
  * Verifies a finished agent phase: a fresh sandbox over a copy of the workspace, the task's tests
  * copied in, `tests/test.sh` run with the task's timeout, then the reward. The caller's workspace is
@@ -71,6 +99,7 @@ export async function verify(deps: VerifyDeps, request: VerificationRequest): Pr
     );
   }
   const bundle = await bundleFor(deps, request.taskId);
+  const tests = testsFor(bundle, request.step);
   const outcome = await deps.limiter.run(async (): Promise<VerifierOutcome> => {
     const image = bundle.image && deps.images ? await deps.images.lookup(bundle.image.digest) : null;
     if (bundle.image && !image) {
@@ -93,9 +122,9 @@ export async function verify(deps: VerifyDeps, request: VerificationRequest): Pr
     }
     try {
       return await runTests(sandbox, {
-        tests: fromTaskFiles(bundle.tests),
-        timeoutSec: bundle.verifierTimeoutSec,
-        env: bundle.verifierEnv,
+        tests: fromTaskFiles(tests.tests),
+        timeoutSec: tests.verifierTimeoutSec,
+        env: tests.verifierEnv,
         rewardKey: bundle.rewardKey ?? undefined,
         allowedEnv: deps.allowedEnv ?? [],
         memoryMb: deps.memoryMb,

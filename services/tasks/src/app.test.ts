@@ -286,7 +286,10 @@ describe("the tasks service", () => {
   });
 
   it("keeps a multi-step task's steps: the agent sees each step's instruction and workdir, the verifier its tests", async () => {
-    const fixture = resolve(dirname(fileURLToPath(import.meta.url)), "../../../packages/harbor/fixtures/two-steps");
+    const fixture = resolve(
+      dirname(fileURLToPath(import.meta.url)),
+      "../../../packages/harbor/fixtures/two-steps",
+    );
     const result = (await (await post("/v1/tasks/import", { path: fixture })).json()) as ImportResult;
     expect(result.verdicts[0]).toMatchObject({ id: "two-steps", ok: true, imported: true });
     const view = (await (await app.request("/v1/tasks/two-steps/agent")).json()) as AgentTask;
@@ -300,7 +303,9 @@ describe("the tasks service", () => {
     const text = JSON.stringify(view);
     expect(text).not.toContain("write_reward"); // the tests' helper
     expect(text).not.toContain("cat data.txt >> out.txt"); // a step's solution
-    const bundle = (await (await app.request("/v1/tasks/two-steps/verifier-bundle")).json()) as VerifierBundle;
+    const bundle = (await (
+      await app.request("/v1/tasks/two-steps/verifier-bundle")
+    ).json()) as VerifierBundle;
     expect(bundle.steps.map((s) => [s.name, s.tests.map((f) => f.path), s.verifierEnv])).toEqual([
       ["01-create", ["helper.sh", "test.sh"], {}],
       ["02-extend", ["helper.sh", "test.sh"], { EXPECTED: "two" }],

@@ -160,7 +160,11 @@ describe("the verifier service", () => {
     const first = await verifyOk({ taskId: "two-steps", workspace: workspaces.firstStep, step: "01-create" });
     expect(first.outcome).toMatchObject({ correctness: 1, failure: null });
     // The second step's tests want its setup's file and the appended line: not there yet.
-    const second = await verifyOk({ taskId: "two-steps", workspace: workspaces.firstStep, step: "02-extend" });
+    const second = await verifyOk({
+      taskId: "two-steps",
+      workspace: workspaces.firstStep,
+      step: "02-extend",
+    });
     expect(second.outcome.correctness).toBe(0);
     const unnamed = await verifyReq({ taskId: "two-steps", workspace: workspaces.firstStep });
     expect(unnamed.status).toBe(400);
@@ -170,7 +174,11 @@ describe("the verifier service", () => {
     const unknown = await verifyReq({ taskId: "two-steps", workspace: workspaces.firstStep, step: "03-x" });
     expect(unknown.status).toBe(400);
     expect(await unknown.json()).toMatchObject({ error: { code: "unknown_step" } });
-    const single = await verifyReq({ taskId: "repair-median", workspace: workspaces.solved, step: "01-create" });
+    const single = await verifyReq({
+      taskId: "repair-median",
+      workspace: workspaces.solved,
+      step: "01-create",
+    });
     expect(await single.json()).toMatchObject({ error: { code: "unknown_step" } });
   });
 

@@ -97,9 +97,11 @@ async function expectExactlyOnce(name: string, steps: number) {
   // Every step trained and loaded the next version: 1, 2, ... with nothing skipped or repeated.
   expect(p.metrics.map((m) => [m.applied, m.adapterVersion])).toEqual(p.metrics.map((m) => [true, m.step]));
   expect(p.adapterVersion).toBe(steps);
-  // Every rollout counted once: the groups, plus one per resampled environment failure.
+  // Every rollout counted once: the groups (again for a step whose first draw scored one reward),
+  // plus one per resampled environment failure.
   const resampled = p.metrics.reduce((n, m) => n + m.resampled, 0);
-  expect(p.rolloutsDone).toBe(steps * GROUP + resampled);
+  const drawn = p.metrics.reduce((n, m) => n + GROUP * (1 + m.redraws), 0);
+  expect(p.rolloutsDone).toBe(drawn + resampled);
   expect(p.environmentFailures).toBeGreaterThanOrEqual(resampled);
   const history = await temporal.workflow.getHandle(`run-${name}`).fetchHistory();
   const scheduled = (history.events ?? []).map(

@@ -209,6 +209,10 @@ export async function experiment(config: StackConfig, flags: ExperimentFlags, sa
   const heldOut = await heldOutTasks(config, flags, tasks, say);
 
   say(`experiment ${name}: ${config.modelName} with ${harness}, ${steps} steps, seed ${seed}`);
+  if (flags.full && config.precision === "fp32")
+    say(
+      "note: serving and training run in fp32 here (no bf16 matmul units on this CPU, or BRIDLE_PRECISION=fp32): steps take several times longer and the trainer needs about twice the memory, so the full experiment's 2-hour budget, sized for bf16, will not hold",
+    );
   const batch = int(flags.batch, size.batch);
   const group = int(flags.group, size.group);
   const run = await train(

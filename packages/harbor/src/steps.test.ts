@@ -1,8 +1,9 @@
 import { cp, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { EnvironmentImages } from "@bridle/sandbox";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { belowMinReward, loadTask, rollUpSteps, runControls } from "./index.ts";
+import { belowMinReward, loadTask, rollUpSteps, runControls, taskImage } from "./index.ts";
 
 const fixture = resolve(import.meta.dirname, "../fixtures/two-steps");
 let dir: string;
@@ -97,4 +98,41 @@ describe("a multi-step task (Harbor schema 1.1, [[steps]])", () => {
       "oracle scored 0.5, expected 1: the reference solutions do not pass the steps' tests (step 01-create: 1; step 02-extend: 0)",
     );
   }, 120_000);
+});
+
+describe("Harbor's own multi-step recipe (harbor-cookbook, Apache-2.0), unchanged", () => {
+  const recipe = resolve(import.meta.dirname, "../fixtures/harbor-cookbook-multi-step");
+  // The install folder's image home: the base built from Debian's packages is made once per machine.
+  const images = new EnvironmentImages({
+    home: resolve(
+      process.env.BRIDLE_HOME ?? join(import.meta.dirname, "..", "..", "..", ".bridle"),
+      "containers",
+    ),
+  });
+
+  it("builds its image and passes both controls: three steps, a workdir with setup.sh, step env, thresholds", async () => {
+    const why = await images.unavailable();
+    if (why) throw new Error(`images cannot be built here: ${why}`);
+    const loaded = await loadTask(recipe);
+    if (!loaded.ok) throw new Error(loaded.problems.join("; "));
+    const { task } = loaded;
+    expect(task.steps.map((s) => [s.name, s.minReward])).toEqual([
+      ["scaffold", { reward: 1 }],
+      ["implement", { reward: 0.5 }],
+      ["document", null],
+    ]);
+    expect(task.steps[1]!.verifierEnv).toEqual({
+      EXPECTED_NAME: "Harbor",
+      EXPECTED_GREETING: "Hello, Harbor!",
+    });
+    expect(task.steps[1]!.workdir.map((f) => f.path).sort()).toEqual(["config.txt", "setup.sh"]);
+    const built = await taskImage(task, images);
+    expect(built.problem).toBeUndefined();
+    expect(built.image).not.toBeNull();
+    const controls = await runControls(task, { baseDir: dir, repeats: 1, image: built.image });
+    expect(controls.runs.map((r) => [r.control, r.reward, r.message])).toEqual([
+      ["oracle", 1, "ok"],
+      ["nop", 0, "ok"],
+    ]);
+  }, 600_000);
 });

@@ -1,20 +1,11 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
+import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import {
-  type RolloutRequest,
-  type RolloutResult,
-  type RunProgress,
-  TaskQueues,
-  TrainingRunConfig,
-} from "@bridle/contracts";
-import { Client, Connection } from "@temporalio/client";
-import { NativeConnection, Runtime, Worker } from "@temporalio/worker";
+import { type RolloutRequest, type RunProgress, TaskQueues, TrainingRunConfig } from "@bridle/contracts";
+import { Runtime } from "@temporalio/worker";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Activities, BatchEntry } from "./activities.ts";
+import type { BatchEntry } from "./activities.ts";
+import { type DevTemporal, standInActivities, startDevTemporal } from "./stand-ins.ts";
 import { hasSignal } from "./workflows/training.ts";
 
 /**
@@ -39,86 +30,32 @@ describe("hasSignal", () => {
 });
 
 describe("a step whose every group scored one reward draws again", () => {
-  let server: ChildProcess;
-  let db: string;
-  let client: Client;
-  let workers: Worker[] = [];
-  let running: Promise<unknown>;
-  let connection: NativeConnection;
+  let temporal: DevTemporal;
   const rollouts: RolloutRequest[] = [];
   const batches: BatchEntry[][] = [];
-  // Reward per rollout: tasks drawn first (cursor 0) all score 0; later draws alternate 0 and 1.
-  const reward = (request: RolloutRequest) =>
-    request.taskId.startsWith("c0-") ? 0 : Number(request.rolloutId!.endsWith("g1"));
 
   beforeAll(async () => {
     if (!existsSync(temporalBin)) throw new Error(`no Temporal CLI at ${temporalBin}: run ./bridle install`);
     Runtime.install({
       logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} } as never,
     });
-    const port = await freePort();
-    db = mkdtempSync(join(tmpdir(), "bridle-workflow-test-"));
-    server = spawn(
-      temporalBin,
-      [
-        "server",
-        "start-dev",
-        "--headless",
-        "--port",
-        String(port),
-        "--db-filename",
-        join(db, "t.sqlite"),
-        "--namespace",
-        "bridle",
-        "--log-level",
-        "error",
-        "--search-attribute",
-        "BridleStep=Int",
-        "--search-attribute",
-        "BridleEvalScore=Double",
-      ],
-      { stdio: "ignore" },
+    temporal = await startDevTemporal(temporalBin);
+    await temporal.work(
+      standInActivities({
+        // Tasks drawn first (cursor 0) all score 0; later draws score 0 and 1 within their group.
+        reward: (request) =>
+          request.taskId.startsWith("c0-") ? 0 : Number(request.rolloutId!.endsWith("g1")),
+        applied: hasSignal,
+        onRollout: (request) => rollouts.push(request),
+        onTrain: (batch) => batches.push(batch),
+      }),
     );
-    for (let i = 0; i < 200; i++) {
-      const c = await NativeConnection.connect({ address: `127.0.0.1:${port}` }).catch(() => undefined);
-      if (c) {
-        connection = c;
-        break;
-      }
-      await new Promise((r) => setTimeout(r, 300));
-    }
-    if (!connection) throw new Error("the Temporal dev server did not start");
-    const activities = scripted(reward, rollouts, batches) as Activities;
-    const workflowsPath = fileURLToPath(new URL("./workflows.ts", import.meta.url));
-    // One worker serves every queue: the control queue's workflows and all the activities.
-    workers = await Promise.all(
-      Object.values(TaskQueues).map((taskQueue) =>
-        Worker.create({
-          connection,
-          namespace: "bridle",
-          taskQueue,
-          activities,
-          ...(taskQueue === TaskQueues.control ? { workflowsPath } : {}),
-        }),
-      ),
-    );
-    running = Promise.all(workers.map((w) => w.run()));
-    client = new Client({
-      connection: await Connection.connect({ address: `127.0.0.1:${port}` }),
-      namespace: "bridle",
-    });
   }, 120_000);
 
-  afterAll(async () => {
-    for (const w of workers) if (w.getState() === "RUNNING") w.shutdown();
-    await running?.catch(() => {});
-    await connection?.close();
-    server?.kill("SIGTERM");
-    if (db) rmSync(db, { recursive: true, force: true });
-  });
+  afterAll(async () => temporal?.stop());
 
   const run = (config: TrainingRunConfig) =>
-    client.workflow.execute("trainingRun", {
+    temporal.client.workflow.execute("trainingRun", {
       taskQueue: TaskQueues.control,
       workflowId: `run-${config.name}`,
       args: [{ config }],
@@ -160,87 +97,3 @@ describe("a step whose every group scored one reward draws again", () => {
     expect(done.cursor).toBe(1);
   }, 60_000);
 });
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = createServer().listen(0, "127.0.0.1", () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-
-/** Stand-ins for the activities: tasks named by the cursor that drew them, scripted rewards. */
-function scripted(
-  reward: (r: RolloutRequest) => number,
-  rollouts: RolloutRequest[],
-  batches: BatchEntry[][],
-): Partial<Activities> {
-  return {
-    async sampleTasks({ cursor, size }) {
-      return {
-        tasks: Array.from({ length: size }, (_, i) => ({
-          id: `c${cursor + i}-t`,
-          category: "repair" as const,
-          hash: "h",
-          epoch: 0,
-        })),
-        nextCursor: cursor + size,
-        epochSize: 100,
-      };
-    },
-    async runRollout(request) {
-      rollouts.push(request);
-      const r = reward(request);
-      return {
-        rolloutId: request.rolloutId!,
-        taskId: request.taskId,
-        harness: request.harness,
-        model: request.model,
-        correctness: r,
-        reward: r,
-        toolCalls: { guard: 1, harness: 1 },
-        toolCallFormats: {},
-        blocked: [],
-        stopReason: "stop",
-        finalAnswer: "done",
-        environmentFailure: null,
-        failedAfterBlock: null,
-        durationsMs: { harness: 0, verifier: 0, total: 0 },
-        servedModels: [request.model],
-        refs: { guardSession: `g-${request.rolloutId}`, trajectory: null, logs: "" },
-      } satisfies RolloutResult;
-    },
-    async trainStep(input) {
-      batches.push(input.batch);
-      const applied = hasSignal(input.batch);
-      return {
-        applied,
-        adapterPath: `/a/${input.step}`,
-        adapterHash: `h${input.step}`,
-        loss: 0,
-        replayed: false,
-        tokensPerSecond: 1,
-        kl: 0,
-        clipFraction: 0,
-        logprobDiff: 0,
-        tokens: 1,
-      };
-    },
-    async loadAdapter(input) {
-      const now = new Date().toISOString();
-      return {
-        name: input.name,
-        version: input.version,
-        servedName: `${input.name}@v${input.version}`,
-        path: input.path,
-        hash: "h",
-        step: input.step,
-        state: "serving" as const,
-        error: null,
-        canaryDelta: 1,
-        createdAt: now,
-        updatedAt: now,
-      };
-    },
-  };
-}

@@ -72,7 +72,7 @@ export const RolloutResult = z.object({
     .array(
       z.object({
         name: z.string(),
-        correctness: z.number().nullable(),
+        correctness: z.number(),
         reward: z.number().nullable(),
         toolCalls: z.number().int().nonnegative(),
         message: z.string(),

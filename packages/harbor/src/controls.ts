@@ -1,9 +1,9 @@
 import type { AgentTask, ControlResults, ControlRun } from "@bridle/contracts";
-import { type BuiltImage, imageWorkspace, Sandbox } from "@bridle/sandbox";
-import { fromTaskFiles, writeTree } from "./files.ts";
+import { type BuiltImage, imageWorkspace, type RunOptions, Sandbox } from "@bridle/sandbox";
+import { fromTaskFiles, type TreeFile, writeTree } from "./files.ts";
 import type { HarborStep, HarborTask } from "./load.ts";
 import { belowMinReward, rollUpSteps } from "./steps.ts";
-import { lastLine, runTests } from "./verify.ts";
+import { lastLine, lastWords, runTests } from "./verify.ts";
 
 export interface ControlOptions {
   /** Where sandboxes are made (the host's temp folder by default). */
@@ -71,20 +71,40 @@ const testOptions = (task: HarborTask, options: ControlOptions) => ({
   toolchain: options.toolchain,
 });
 
+/** The task's own limits on a run, as the sandbox takes them. */
+const limitsOf = (task: HarborTask): Pick<RunOptions, "memoryMb" | "cpus"> => ({
+  ...(task.toml.environment.memory_mb ? { memoryMb: task.toml.environment.memory_mb } : {}),
+  ...(task.toml.environment.cpus ? { cpus: task.toml.environment.cpus } : {}),
+});
+
+/** Runs a reference solution's solve.sh (shown at /solution) in the sandbox's workspace. */
+async function runSolution(
+  sandbox: Sandbox,
+  files: TreeFile[],
+  timeoutMs: number,
+  limits: Pick<RunOptions, "memoryMb" | "cpus">,
+) {
+  const solution = await sandbox.scratch("solution");
+  await writeTree(solution, files);
+  return sandbox.run(["bash", "/solution/solve.sh"], {
+    timeoutMs,
+    mounts: [{ source: solution, target: "/solution" }],
+    ...limits,
+  });
+}
+
 /** The oracle control: run the reference solution as the agent phase, then the tests; must score 1. */
 async function oracle(task: HarborTask, options: ControlOptions, attempt: number): Promise<ControlRun> {
   if (task.steps.length > 0) return stepsControl("oracle", task, options, attempt);
   const started = performance.now();
   const sandbox = await sandboxFor(task, options.baseDir, options.image);
   try {
-    const solution = await sandbox.scratch("solution");
-    await writeTree(solution, task.solution);
-    const solve = await sandbox.run(["bash", "/solution/solve.sh"], {
-      timeoutMs: task.toml.agent.timeout_sec * 1000,
-      mounts: [{ source: solution, target: "/solution" }],
-      ...(task.toml.environment.memory_mb ? { memoryMb: task.toml.environment.memory_mb } : {}),
-      ...(task.toml.environment.cpus ? { cpus: task.toml.environment.cpus } : {}),
-    });
+    const solve = await runSolution(
+      sandbox,
+      task.solution,
+      task.toml.agent.timeout_sec * 1000,
+      limitsOf(task),
+    );
     const outcome = await runTests(sandbox, testOptions(task, options));
     const reward = outcome.correctness;
     const passed = reward === 1;
@@ -157,26 +177,17 @@ async function nop(task: HarborTask, options: ControlOptions, attempt: number): 
 export async function prepareStep(
   sandbox: Sandbox,
   step: Pick<HarborStep, "name" | "workdir">,
-  limits: { timeoutMs: number; memoryMb?: number | undefined; cpus?: number | undefined },
+  limits: Pick<RunOptions, "timeoutMs" | "memoryMb" | "cpus">,
 ): Promise<string | null> {
   if (step.workdir.length === 0) return null;
   await writeTree(sandbox.workspace, step.workdir);
   if (!step.workdir.some((f) => f.path === "setup.sh")) return null;
-  const setup = await sandbox.run(["bash", `${sandbox.workdir}/setup.sh`], {
-    timeoutMs: limits.timeoutMs,
-    ...(limits.memoryMb ? { memoryMb: limits.memoryMb } : {}),
-    ...(limits.cpus ? { cpus: limits.cpus } : {}),
-  });
+  const setup = await sandbox.run(["bash", `${sandbox.workdir}/setup.sh`], limits);
   if (setup.timedOut) return `steps/${step.name}/workdir/setup.sh ran past ${limits.timeoutMs / 1000} s`;
   if (setup.exitCode !== 0)
-    return `steps/${step.name}/workdir/setup.sh exited ${setup.exitCode ?? setup.signal}${lastWordsOf(setup.stderr, setup.stdout)}`;
+    return `steps/${step.name}/workdir/setup.sh exited ${setup.exitCode ?? setup.signal}${lastWords(setup.stderr, setup.stdout)}`;
   return null;
 }
-
-const lastWordsOf = (...texts: string[]) => {
-  const line = lastLine(...texts);
-  return line ? `: ${line.slice(0, 200)}` : "";
-};
 
 /**
  * A control of a multi-step task, in one sandbox as the agent's run: per step, its workdir and
@@ -191,10 +202,7 @@ async function stepsControl(
 ): Promise<ControlRun> {
   const started = performance.now();
   const expected = control === "oracle" ? 1 : 0;
-  const limits = {
-    memoryMb: task.toml.environment.memory_mb,
-    cpus: task.toml.environment.cpus,
-  };
+  const limits = limitsOf(task);
   const sandbox = await sandboxFor(task, options.baseDir, options.image);
   const said: string[] = [];
   let failure: string | null = null;
@@ -205,14 +213,7 @@ async function stepsControl(
       failure = await prepareStep(sandbox, step, { timeoutMs, ...limits });
       if (failure) break;
       if (control === "oracle" && step.solution.some((f) => f.path === "solve.sh")) {
-        const solution = await sandbox.scratch("solution");
-        await writeTree(solution, step.solution);
-        const solve = await sandbox.run(["bash", "/solution/solve.sh"], {
-          timeoutMs,
-          mounts: [{ source: solution, target: "/solution" }],
-          ...(limits.memoryMb ? { memoryMb: limits.memoryMb } : {}),
-          ...(limits.cpus ? { cpus: limits.cpus } : {}),
-        });
+        const solve = await runSolution(sandbox, step.solution, timeoutMs, limits);
         if (solve.timedOut || solve.exitCode !== 0)
           said.push(
             `steps/${step.name}/solution/solve.sh ${solve.timedOut ? "timed out" : `exited ${solve.exitCode}`}`,

@@ -190,7 +190,7 @@ export function lastLine(...texts: string[]): string | undefined {
 }
 
 /** The last line the tests printed (stderr first): usually what was missing. */
-function lastWords(stderr: string, stdout: string): string {
+export function lastWords(stderr: string, stdout: string): string {
   const line = lastLine(stderr, stdout);
   return line ? `: ${line.slice(0, 300)}` : "";
 }

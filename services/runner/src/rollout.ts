@@ -319,7 +319,7 @@ async function runSteps(
     }
   }
   result.correctness = rollUpSteps(
-    steps.map((s) => s.correctness ?? 0),
+    steps.map((s) => s.correctness),
     task.stepRewards,
   );
   result.reward = rollUpSteps(

@@ -288,19 +288,26 @@ export class TaskStore {
   }
 
   private files(id: string, part: "environment" | "tests"): TaskFile[] {
-    const rows = this.db
-      .prepare("SELECT path, mode, content FROM task_files WHERE task_id = ? AND part = ? ORDER BY path")
-      .all(id, part) as { path: string; mode: number; content: Buffer }[];
+    return this.fileRows(
+      "SELECT path, mode, content FROM task_files WHERE task_id = ? AND part = ? ORDER BY path",
+      id,
+      part,
+    );
+  }
+
+  /** Files as the views carry them, from a query of (path, mode, content) rows. */
+  private fileRows(sql: string, ...params: string[]): TaskFile[] {
+    const rows = this.db.prepare(sql).all(...params) as { path: string; mode: number; content: Buffer }[];
     return rows.map((r) => ({ path: r.path, mode: r.mode, base64: r.content.toString("base64") }));
   }
 
   private stepFiles(id: string, step: string, part: "tests" | "workdir"): TaskFile[] {
-    const rows = this.db
-      .prepare(
-        "SELECT path, mode, content FROM step_files WHERE task_id = ? AND step = ? AND part = ? ORDER BY path",
-      )
-      .all(id, step, part) as { path: string; mode: number; content: Buffer }[];
-    return rows.map((r) => ({ path: r.path, mode: r.mode, base64: r.content.toString("base64") }));
+    return this.fileRows(
+      "SELECT path, mode, content FROM step_files WHERE task_id = ? AND step = ? AND part = ? ORDER BY path",
+      id,
+      step,
+      part,
+    );
   }
 
   private steps(row: Row): StoredStep[] {

@@ -138,12 +138,10 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
     failures += draw.failures;
     resampled += draw.resampled;
     results.push(...draw.results);
-    const drawn = toBatch(draw.results);
-    batch = [...batch, ...drawn];
-    if (hasSignal(drawn)) {
-      batch = drawn;
-      break;
-    }
+    // The trainer learns from the last draw: the one with a signal, or (redraws spent) a flat one
+    // it records as a no-op.
+    batch = toBatch(draw.results);
+    if (hasSignal(batch)) break;
     if (config.groupSize < 2 || redraws >= (config.redrawFlat ?? 0)) break;
     if (!patched("redraw-flat-steps")) break;
     redraws++;

@@ -1,0 +1,186 @@
+/**
+ * For the workflow tests and the orchestration bench only: a real Temporal dev server on a free
+ * port, workers for every queue, and STAND-IN activities (no model, sandbox or trainer) whose
+ * rollout rewards and training outcome the caller decides.
+ */
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { type RolloutRequest, type RolloutResult, TaskQueues } from "@bridle/contracts";
+import { Client, Connection } from "@temporalio/client";
+import { NativeConnection, Worker } from "@temporalio/worker";
+import type { Activities, BatchEntry } from "./activities.ts";
+
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = createServer().listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+
+export interface DevTemporal {
+  client: Client;
+  /** Starts a worker per task queue (workflows on the control queue) with these activities. */
+  work(activities: Partial<Activities>, maxConcurrentActivities?: number): Promise<void>;
+  /** Stops the workers, the connections and the server, and removes its database. */
+  stop(): Promise<void>;
+}
+
+/** A Temporal dev server (the CLI at `temporalBin`) with Bridle's namespace and search attributes. */
+export async function startDevTemporal(temporalBin: string): Promise<DevTemporal> {
+  const port = await freePort();
+  const db = mkdtempSync(join(tmpdir(), "bridle-temporal-"));
+  const server = spawn(
+    temporalBin,
+    [
+      "server",
+      "start-dev",
+      "--headless",
+      "--port",
+      String(port),
+      "--db-filename",
+      join(db, "t.sqlite"),
+      "--namespace",
+      "bridle",
+      "--log-level",
+      "error",
+      "--search-attribute",
+      "BridleStep=Int",
+      "--search-attribute",
+      "BridleEvalScore=Double",
+    ],
+    { stdio: "ignore" },
+  );
+  const stopServer = () => {
+    server.kill("SIGTERM");
+    rmSync(db, { recursive: true, force: true });
+  };
+  let connection: NativeConnection | undefined;
+  for (let i = 0; i < 200 && !connection; i++) {
+    connection = await NativeConnection.connect({ address: `127.0.0.1:${port}` }).catch(async () => {
+      await new Promise((r) => setTimeout(r, 300));
+      return undefined;
+    });
+  }
+  if (!connection) {
+    stopServer();
+    throw new Error("the Temporal dev server did not start");
+  }
+  const native = connection;
+  const clientConnection = await Connection.connect({ address: `127.0.0.1:${port}` });
+  const workers: Worker[] = [];
+  const running: Promise<void>[] = [];
+  const workflowsPath = fileURLToPath(new URL("./workflows.ts", import.meta.url));
+  return {
+    client: new Client({ connection: clientConnection, namespace: "bridle" }),
+    async work(activities, maxConcurrentActivities) {
+      for (const taskQueue of Object.values(TaskQueues)) {
+        const worker = await Worker.create({
+          connection: native,
+          namespace: "bridle",
+          taskQueue,
+          activities,
+          ...(taskQueue === TaskQueues.control ? { workflowsPath } : {}),
+          ...(maxConcurrentActivities
+            ? { maxConcurrentActivityTaskExecutions: maxConcurrentActivities }
+            : {}),
+        });
+        workers.push(worker);
+        running.push(worker.run());
+      }
+    },
+    async stop() {
+      for (const w of workers) if (w.getState() === "RUNNING") w.shutdown();
+      await Promise.allSettled(running);
+      await clientConnection.close();
+      await native.close();
+      stopServer();
+    },
+  };
+}
+
+export interface StandInScript {
+  /** The reward of the n-th rollout (counted from 1). */
+  reward(request: RolloutRequest, n: number): number;
+  /** Whether a training step on this batch changes the adapter. */
+  applied(batch: BatchEntry[]): boolean;
+  onRollout?(request: RolloutRequest): void;
+  onTrain?(batch: BatchEntry[]): void;
+}
+
+/** Activities that answer at once: tasks named by the cursor that drew them, scripted rewards. */
+export function standInActivities(script: StandInScript): Partial<Activities> {
+  let n = 0;
+  return {
+    async sampleTasks({ cursor, size }) {
+      return {
+        tasks: Array.from({ length: size }, (_, i) => ({
+          id: `c${cursor + i}-t`,
+          category: "repair" as const,
+          hash: "h",
+          epoch: 0,
+        })),
+        nextCursor: cursor + size,
+        epochSize: 100,
+      };
+    },
+    async runRollout(request) {
+      n++;
+      script.onRollout?.(request);
+      const reward = script.reward(request, n);
+      return {
+        rolloutId: request.rolloutId ?? `r${n}`,
+        taskId: request.taskId,
+        harness: request.harness,
+        model: request.model,
+        correctness: reward,
+        reward,
+        toolCalls: { guard: 1, harness: 1 },
+        toolCallFormats: {},
+        blocked: [],
+        stopReason: "stop",
+        finalAnswer: "done",
+        environmentFailure: null,
+        failedAfterBlock: null,
+        durationsMs: { harness: 0, verifier: 0, total: 0 },
+        servedModels: [request.model],
+        refs: { guardSession: `g-${request.rolloutId ?? n}`, trajectory: null, logs: "" },
+      } satisfies RolloutResult;
+    },
+    async trainStep(input) {
+      script.onTrain?.(input.batch);
+      return {
+        applied: script.applied(input.batch),
+        adapterPath: `/a/${input.step}`,
+        adapterHash: `h${input.step}`,
+        loss: 0,
+        replayed: false,
+        tokensPerSecond: 1,
+        kl: 0,
+        clipFraction: 0,
+        logprobDiff: 0,
+        tokens: 1,
+      };
+    },
+    async loadAdapter(input) {
+      const now = new Date().toISOString();
+      return {
+        name: input.name,
+        version: input.version,
+        servedName: `${input.name}@v${input.version}`,
+        path: input.path,
+        hash: "h",
+        step: input.step,
+        state: "serving" as const,
+        error: null,
+        canaryDelta: 1,
+        createdAt: now,
+        updatedAt: now,
+      };
+    },
+  };
+}

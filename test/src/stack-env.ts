@@ -15,5 +15,8 @@ export const testStackEnv: Record<string, string> = {
   BRIDLE_VLLM_PORT: "28000",
   // Short generations keep rollouts on the CPU model quick; the tests check structure, not skill.
   BRIDLE_MAX_TOKENS: "128",
+  // Short sessions on the 135M fit in far less than the default 2 GiB of KV cache, and the
+  // real-model test's second stack shares the machine's memory with this one.
+  BRIDLE_VLLM_KV_GIB: "1",
   LOG_LEVEL: "info",
 };

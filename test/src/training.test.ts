@@ -54,6 +54,14 @@ describe("a training run and an evaluation on the real embedded stack (pi, SmolL
       (await run("e2e-http")).progress?.phase === "rollouts" ? true : undefined,
     );
     const worker = await componentState("worker");
+    // A worker that cannot answer (frozen here, as one starved of CPU by the model server and the
+    // trainer would be) never hangs the run's view: it answers in bounded time, without progress.
+    process.kill(worker.pid!, "SIGSTOP");
+    const asked = Date.now();
+    const frozen = await run("e2e-http");
+    expect(frozen.status).toBe("RUNNING");
+    expect(frozen.progress).toBeNull();
+    expect(Date.now() - asked).toBeLessThan(25_000);
     process.kill(worker.pid!, "SIGKILL");
 
     const done = await waitFor(

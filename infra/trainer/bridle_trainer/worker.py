@@ -11,6 +11,9 @@ Requests are handled one at a time, in order.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
+import gc
 import json
 import logging
 import os
@@ -25,6 +28,26 @@ from .errors import StepError
 from .trainer import Trainer
 
 log = logging.getLogger("bridle_trainer")
+
+
+def _malloc_trim() -> Any:
+    """glibc's malloc_trim, or None where the C library has none (musl, macOS)."""
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def release_memory() -> None:
+    """Hands a finished step's freed memory back to the system. The allocator keeps what a step's
+    activations freed: the 0.5B's worker at fp32 stayed at 5.5 GB between steps (2.7 GB loaded),
+    memory the model server and the harnesses beside it on the same machine then lack."""
+    gc.collect()
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 class Channel:
@@ -60,6 +83,8 @@ def handle(trainer: Trainer, channel: Channel, message: dict[str, Any]) -> None:
                 "error": {"status": 500, "code": "trainer_failed", "message": f"{type(err).__name__}: {err}"},
             }
         )
+    finally:
+        release_memory()
 
 
 def exit_with_parent(parent: int, interval: float = 0.5) -> threading.Thread:

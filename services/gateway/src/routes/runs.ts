@@ -5,7 +5,7 @@ import {
   TrainingRunConfig,
   WorkflowStatus,
 } from "@bridle/contracts";
-import { createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
+import { createRouter, errorContent, httpError, jsonContent, type Logger } from "@bridle/service-kit";
 import type { trainingRun } from "@bridle/workflows";
 import { createRoute, z } from "@hono/zod-openapi";
 import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from "@temporalio/client";
@@ -17,7 +17,14 @@ export interface RunDeps {
   temporal: Client;
   namespace: string;
   uiUrl: string;
+  log: Logger;
+  /** How long a run's view waits for its workflow to answer the progress query (default 10 s). */
+  queryTimeoutMs?: number;
 }
+
+/** gRPC's DEADLINE_EXCEEDED, as the Temporal client raises it. */
+const isDeadlineExceeded = (err: unknown) =>
+  (err as { code?: unknown })?.code === 4 || (err as { cause?: { code?: unknown } })?.cause?.code === 4;
 
 const json = <T extends z.ZodType>(schema: T, description: string) => ({
   description,
@@ -30,6 +37,7 @@ export const RunView = z.object({
   workflowId: z.string(),
   status: WorkflowStatus,
   uiUrl: z.string(),
+  /** Null when the run is neither running nor completed, or when its worker did not answer in time. */
   progress: RunProgress.nullable(),
   /** Why a FAILED run failed (the workflow's error); null otherwise. */
   failure: z.string().nullable(),
@@ -57,7 +65,7 @@ export function runRoutes(deps: RunDeps) {
       const status = toStatus(description.status.name);
       const progress =
         status === "RUNNING"
-          ? await h.query<RunProgress>("progress")
+          ? await liveProgress(h)
           : status === "COMPLETED"
             ? RunProgress.parse(await h.result())
             : null;
@@ -72,6 +80,27 @@ export function runRoutes(deps: RunDeps) {
     } catch (err) {
       if (err instanceof WorkflowNotFoundError) throw httpError(404, "not_found", `no run named '${name}'`);
       throw err;
+    }
+  }
+
+  /**
+   * A running run's progress, asked of its workflow. A query is answered by a worker, and a worker
+   * sharing two busy cores with the model server and the trainer can take a while: the view waits
+   * a bounded time and then answers without progress (null), so a caller never hangs on it.
+   */
+  async function liveProgress(h: ReturnType<typeof handle>): Promise<RunProgress | null> {
+    const timeoutMs = deps.queryTimeoutMs ?? 10_000;
+    try {
+      return await deps.temporal.connection.withDeadline(Date.now() + timeoutMs, () =>
+        h.query<RunProgress>("progress"),
+      );
+    } catch (err) {
+      if (!isDeadlineExceeded(err)) throw err;
+      deps.log.warn(
+        { workflowId: h.workflowId, timeoutMs },
+        "progress query unanswered: the view has no progress",
+      );
+      return null;
     }
   }
 

@@ -228,6 +228,12 @@ export const AgentTask = z.object({
     .object({ allowedHosts: z.array(z.string()), plugins: TaskPlugins })
     .default({ allowedHosts: [], plugins: { answer_paths: [], protected_paths: [], rules: [] } })
     .describe("The task's own guard rules (task.toml [guard]), for the runner's guard sessions"),
+  env: z
+    .record(z.string(), z.string())
+    .default({})
+    .describe(
+      "Variables the agent phase sees (task.toml [environment.env] with [agent.env] over it), as written: references to variables are resolved by the runner",
+    ),
   steps: z
     .array(AgentStep)
     .default([])

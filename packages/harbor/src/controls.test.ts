@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { validateFolder, validateTask } from "./index.ts";
+import { phaseEnv, validateFolder, validateTask } from "./index.ts";
 
 const suite = resolve(dirname(fileURLToPath(import.meta.url)), "../../../tasks");
 let dir: string;
@@ -48,6 +48,18 @@ beforeAll(async () => {
       () => writeFile(join(d, "tests/test.sh"), "sleep 30\n"),
     ),
   );
+  // Harbor's env tables: [environment.env] for every phase, each phase's own table over it.
+  await broken("phase-env", async (d) => {
+    await writeFile(
+      join(d, "task.toml"),
+      '[metadata]\ncategory = "repair"\n[environment.env]\nSHARED = "everyone"\nROLE = "none"\n[agent.env]\nROLE = "agent"\n[verifier.env]\nROLE = "verifier"\n',
+    );
+    await writeFile(join(d, "solution/solve.sh"), 'echo "$SHARED $ROLE" > /app/seen-by-solution\n');
+    await writeFile(
+      join(d, "tests/test.sh"),
+      'mkdir -p /logs/verifier; if [ "$(cat /app/seen-by-solution)" = "everyone agent" ] && [ "$SHARED $ROLE" = "everyone verifier" ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n',
+    );
+  });
   await broken("env-token", async (d) => {
     await writeFile(
       join(d, "task.toml"),
@@ -226,6 +238,19 @@ describe("controls catch bad tasks", () => {
     }
   });
 
+  it("gives the solution (as the agent) and the tests the task's env tables, each phase its own", async () => {
+    const { verdict, task } = await validateTask(join(dir, "phase-env"), { repeats: 1 });
+    expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
+      ["oracle", 1],
+      ["nop", 0],
+    ]);
+    expect(verdict.notes.filter((n) => n.includes("env"))).toEqual([]);
+    expect(task && phaseEnv(task.toml)).toEqual({
+      agent: { SHARED: "everyone", ROLE: "agent" },
+      verifier: { SHARED: "everyone", ROLE: "verifier" },
+    });
+  });
+
   it("a folder import reports malformed tasks and carries on with the rest", async () => {
     // Another dataset's task of the same name, deeper down: refused by name, never a silent overwrite.
     await cp(join(dir, "free-reward"), join(dir, "other-dataset", "free-reward"), { recursive: true });
@@ -242,6 +267,7 @@ describe("controls catch bad tasks", () => {
       ["missing-tool", false],
       ["no-tests", false],
       ["free-reward", false],
+      ["phase-env", true],
       ["silent-tests", true],
       ["slow-tests", true],
       ["toml-workdir", true],

@@ -1,8 +1,10 @@
 import type { AgentTask, ControlResults, ControlRun } from "@bridle/contracts";
-import { type BuiltImage, imageWorkspace, type RunOptions, Sandbox } from "@bridle/sandbox";
+import { type BuiltImage, imageWorkspace, type RunOptions, type RunResult, Sandbox } from "@bridle/sandbox";
+import { resolveTaskEnv } from "./env.ts";
 import { fromTaskFiles, type TreeFile, writeTree } from "./files.ts";
 import type { HarborStep, HarborTask } from "./load.ts";
 import { belowMinReward, rollUpSteps } from "./steps.ts";
+import { phaseEnv } from "./task-toml.ts";
 import { lastLine, lastWords, runTests } from "./verify.ts";
 
 export interface ControlOptions {
@@ -63,7 +65,7 @@ export async function sandboxForAgent(
 const testOptions = (task: HarborTask, options: ControlOptions) => ({
   tests: task.tests,
   timeoutSec: task.toml.verifier.timeout_sec,
-  env: task.toml.verifier.env,
+  env: phaseEnv(task.toml).verifier,
   rewardKey: task.toml.verifier.reward_key,
   allowedEnv: options.allowedEnv ?? [],
   memoryMb: task.toml.environment.memory_mb,
@@ -77,19 +79,35 @@ const limitsOf = (task: HarborTask): Pick<RunOptions, "memoryMb" | "cpus"> => ({
   ...(task.toml.environment.cpus ? { cpus: task.toml.environment.cpus } : {}),
 });
 
-/** Runs a reference solution's solve.sh (shown at /solution) in the sandbox's workspace. */
+/**
+ * Runs a reference solution's solve.sh (shown at /solution) in the sandbox's workspace, as the
+ * agent phase: with the variables the agent sees (`[environment.env]` and `[agent.env]`).
+ */
 async function runSolution(
   sandbox: Sandbox,
   files: TreeFile[],
   timeoutMs: number,
-  limits: Pick<RunOptions, "memoryMb" | "cpus">,
-) {
+  task: HarborTask,
+  options: ControlOptions,
+): Promise<RunResult> {
+  const env = resolveTaskEnv(phaseEnv(task.toml).agent, options.allowedEnv ?? [], process.env);
+  if (!env.ok)
+    return {
+      exitCode: 1,
+      signal: null,
+      stdout: "",
+      stderr: env.problem,
+      timedOut: false,
+      oomKilled: false,
+      durationMs: 0,
+    };
   const solution = await sandbox.scratch("solution");
   await writeTree(solution, files);
   return sandbox.run(["bash", "/solution/solve.sh"], {
     timeoutMs,
+    env: env.env,
     mounts: [{ source: solution, target: "/solution" }],
-    ...limits,
+    ...limitsOf(task),
   });
 }
 
@@ -103,7 +121,8 @@ async function oracle(task: HarborTask, options: ControlOptions, attempt: number
       sandbox,
       task.solution,
       task.toml.agent.timeout_sec * 1000,
-      limitsOf(task),
+      task,
+      options,
     );
     const outcome = await runTests(sandbox, testOptions(task, options));
     const reward = outcome.correctness;
@@ -213,7 +232,7 @@ async function stepsControl(
       failure = await prepareStep(sandbox, step, { timeoutMs, ...limits });
       if (failure) break;
       if (control === "oracle" && step.solution.some((f) => f.path === "solve.sh")) {
-        const solve = await runSolution(sandbox, step.solution, timeoutMs, limits);
+        const solve = await runSolution(sandbox, step.solution, timeoutMs, task, options);
         if (solve.timedOut || solve.exitCode !== 0)
           said.push(
             `steps/${step.name}/solution/solve.sh ${solve.timedOut ? "timed out" : `exited ${solve.exitCode}`}`,

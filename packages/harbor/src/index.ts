@@ -7,6 +7,6 @@ export { labelsFromControls, recordLabels } from "./labels.ts";
 export { findTaskDirs, type HarborStep, type HarborTask, type LoadResult, loadTask } from "./load.ts";
 export { splitFor } from "./split.ts";
 export { belowMinReward, rollUpSteps, type StepScore } from "./steps.ts";
-export { labelsOf, parseTaskToml, TaskToml } from "./task-toml.ts";
+export { labelsOf, parseTaskToml, phaseEnv, TaskToml } from "./task-toml.ts";
 export { mapBounded, type ValidateOptions, validateFolder, validateTask } from "./validate.ts";
 export { runTests, type TestRunOptions, TOOLCHAIN_DIR } from "./verify.ts";

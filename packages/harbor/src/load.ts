@@ -13,7 +13,7 @@ import {
 import { missingTools, WORKSPACE } from "@bridle/sandbox";
 import { workspaceFromDockerfile } from "./dockerfile.ts";
 import { hashTree, readTree, type TreeFile } from "./files.ts";
-import { labelsOf, parseTaskToml, type TaskToml } from "./task-toml.ts";
+import { labelsOf, parseTaskToml, phaseEnv, type TaskToml } from "./task-toml.ts";
 import { readTb1 } from "./tb1.ts";
 
 /** A Harbor task folder that passed schema validation. */
@@ -218,7 +218,7 @@ function readSteps(toml: TaskToml, files: TreeFile[], problems: string[]): Harbo
       minReward,
       agentTimeoutSec: step.agent?.timeout_sec ?? toml.agent.timeout_sec,
       verifierTimeoutSec: step.verifier?.timeout_sec ?? toml.verifier.timeout_sec,
-      verifierEnv: { ...toml.verifier.env, ...(step.verifier?.env ?? {}) },
+      verifierEnv: phaseEnv(toml, step).verifier,
     };
   });
 }

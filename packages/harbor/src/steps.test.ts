@@ -121,7 +121,9 @@ describe("Harbor's own multi-step recipe (harbor-cookbook, Apache-2.0), unchange
       ["implement", { reward: 0.5 }],
       ["document", null],
     ]);
+    // The recipe's [environment.env] reaches every phase; the step's own verifier env is over it.
     expect(task.steps[1]!.verifierEnv).toEqual({
+      GREETER_PROJECT: "hello-multi-step-full",
       EXPECTED_NAME: "Harbor",
       EXPECTED_GREETING: "Hello, Harbor!",
     });

@@ -85,16 +85,19 @@ const Metadata = z
  * sandbox) and `[guard]`. `[metadata]` is optional and free-form. Unknown keys are kept and reported
  * (see `unknownKeys`), never a reason to refuse.
  */
+/** An env table: names as a shell takes them, to text values (`${VAR}` resolved at run time). */
+const EnvTable = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "a variable name"), z.string());
+
 const Verifier = z.looseObject({
   timeout_sec: seconds.default(600),
-  env: z.record(z.string(), z.string()).default({}),
+  env: EnvTable.default({}),
   // Bridle's: which key of a several-key reward.json is the training reward (else `reward`, else the mean).
   reward_key: z.string().min(1).optional(),
 });
 
 const Agent = z.looseObject({
   timeout_sec: seconds.default(600),
-  env: z.record(z.string(), z.string()).optional(),
+  env: EnvTable.default({}),
 });
 
 const Environment = z.looseObject({
@@ -122,6 +125,8 @@ const Environment = z.looseObject({
     .refine((os) => os.toLowerCase() === "linux", "only Linux task environments run here")
     .optional(),
   gpu_types: informational,
+  /** Variables of the environment itself: every phase sees them (agent, solution, tests). */
+  env: EnvTable.default({}),
 });
 
 /** A step's folder name: steps/<name>/ holds its instruction, tests, solution and workdir. */
@@ -135,9 +140,7 @@ const Step = z.looseObject({
   // A number is the `reward` key's threshold; a table gives one per reward key.
   min_reward: z.union([z.number(), z.record(z.string(), z.number())]).optional(),
   agent: z.looseObject({ timeout_sec: seconds.optional() }).optional(),
-  verifier: z
-    .looseObject({ timeout_sec: seconds.optional(), env: z.record(z.string(), z.string()).optional() })
-    .optional(),
+  verifier: z.looseObject({ timeout_sec: seconds.optional(), env: EnvTable.optional() }).optional(),
   artifacts: informational,
   healthcheck: informational,
 });
@@ -148,8 +151,8 @@ export const TaskToml = z.looseObject({
   schema_version: z.string().optional(),
   metadata: Metadata.default({ impossible: false }),
   verifier: Verifier.default({ timeout_sec: 600, env: {} }),
-  agent: Agent.default({ timeout_sec: 600 }),
-  environment: Environment.default({ requires: [], allow_internet: false }),
+  agent: Agent.default({ timeout_sec: 600, env: {} }),
+  environment: Environment.default({ requires: [], allow_internet: false, env: {} }),
   task: informational,
   source: informational,
   artifacts: z.array(z.union([z.string(), z.looseObject({})])).optional(),
@@ -227,11 +230,22 @@ export function notesOn(raw: Record<string, unknown>, toml: TaskToml): string[] 
     notes.push(
       `task.toml: metadata.category: ${JSON.stringify(category)} is not one of ${KNOWN_CATEGORIES.join(", ")} (kept as ${categoryName(category)})`,
     );
-  const reads = envReferences(toml.verifier.env);
-  if (reads.length > 0)
-    notes.push(
-      `task.toml: verifier.env reads ${reads.map((r) => `\${${r}}`).join(", ")}: from your environment, only the names in BRIDLE_TASK_ENV_ALLOW`,
-    );
+  const tables: [string, Record<string, string>][] = [
+    ["environment.env", toml.environment.env],
+    ["agent.env", toml.agent.env],
+    ["verifier.env", toml.verifier.env],
+    ...(toml.steps ?? []).map((step, i): [string, Record<string, string>] => [
+      `steps[${i}].verifier.env`,
+      step.verifier?.env ?? {},
+    ]),
+  ];
+  for (const [table, env] of tables) {
+    const reads = envReferences(env);
+    if (reads.length > 0)
+      notes.push(
+        `task.toml: ${table} reads ${reads.map((r) => `\${${r}}`).join(", ")}: from your environment, only the names in BRIDLE_TASK_ENV_ALLOW`,
+      );
+  }
   if (toml.environment.allow_internet)
     notes.push(
       "task.toml: environment.allow_internet: the sandbox has no network here; the task runs offline",
@@ -287,4 +301,18 @@ export function labelsOf(toml: TaskToml): EvaluationLabels | null {
     ...(provenance === undefined ? {} : { provenance }),
     ...(evidence === undefined ? {} : { evidence }),
   });
+}
+
+/**
+ * The variables each phase of a task (or of one of its steps) sees: `[environment.env]` for every
+ * phase, with the phase's own table over it (`[agent.env]`; `[verifier.env]`, then the step's).
+ */
+export function phaseEnv(
+  toml: TaskToml,
+  step?: TaskStepToml,
+): { agent: Record<string, string>; verifier: Record<string, string> } {
+  return {
+    agent: { ...toml.environment.env, ...toml.agent.env },
+    verifier: { ...toml.environment.env, ...toml.verifier.env, ...(step?.verifier?.env ?? {}) },
+  };
 }

@@ -1,4 +1,4 @@
-import { BaseEnv, loadEnv } from "@bridle/service-kit";
+import { BaseEnv, EnvNames, loadEnv } from "@bridle/service-kit";
 import { z } from "zod";
 
 export const RunnerEnv = BaseEnv.extend({
@@ -22,6 +22,7 @@ export const RunnerEnv = BaseEnv.extend({
       "Where tasks' images are unpacked (the tasks service builds them); tasks with an image fail without it",
     ),
   RUNNER_MAX_CONCURRENT: z.coerce.number().int().min(1).max(64).default(4),
+  TASK_ENV_ALLOW: EnvNames.describe("Variables that the $VAR references of tasks may read, comma-separated"),
 });
 export type RunnerEnv = z.infer<typeof RunnerEnv>;
 

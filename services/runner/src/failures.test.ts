@@ -13,6 +13,7 @@ beforeAll(async () => {
     TASK,
     join(import.meta.dirname, "..", "fixtures", "offline-answer"),
     join(import.meta.dirname, "..", "fixtures", "own-workdir"),
+    join(import.meta.dirname, "..", "fixtures", "task-env"),
     join(import.meta.dirname, "..", "fixtures", "image-task"),
     join(import.meta.dirname, "..", "..", "..", "packages", "harbor", "fixtures", "two-steps"),
   ]);
@@ -179,6 +180,20 @@ describe("a task's own guard rules reach the guard session of its rollouts", () 
     const result = RolloutResult.parse(await res.json());
     expect(result.environmentFailure).toBeNull();
     expect(result.correctness).toBe(1);
+  });
+});
+
+describe("a task's env tables ([environment.env], [agent.env], [verifier.env])", () => {
+  it("reach the harness's commands and the tests, each phase its own, and never override the harness's settings", async () => {
+    await stack.script([
+      { tool_calls: [run('echo "$SHARED $ROLE" > seen.txt; echo "$PI_CODING_AGENT_DIR" > dir.txt')] },
+      { text: "Done." },
+    ]);
+    const result = await rollout("task-env", { taskId: "task-env" });
+    expect(result.environmentFailure).toBeNull();
+    // seen.txt says "everyone agent", the tests saw "everyone verifier", pi kept its own folder.
+    expect(result.correctness).toBe(1);
+    expect(result.toolCalls.guard).toBe(1);
   });
 });
 

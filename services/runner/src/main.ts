@@ -19,6 +19,7 @@ const app = createRunnerApp({
   dataDir: env.RUNNER_DATA_DIR,
   install: { npmRoot: env.HARNESS_NPM_ROOT, hermesVenv: env.HERMES_VENV },
   images: env.IMAGES_HOME ? new EnvironmentImages({ home: env.IMAGES_HOME }) : undefined,
+  allowedEnv: env.TASK_ENV_ALLOW,
   maxConcurrent: env.RUNNER_MAX_CONCURRENT,
   bodyLimitBytes: env.BODY_LIMIT_BYTES,
 });

@@ -11,7 +11,7 @@ import type {
   Trajectory,
   VerificationResult,
 } from "@bridle/contracts";
-import { belowMinReward, fromTaskFiles, prepareStep, rollUpSteps } from "@bridle/harbor";
+import { belowMinReward, fromTaskFiles, prepareStep, resolveTaskEnv, rollUpSteps } from "@bridle/harbor";
 import {
   type BuiltImage,
   type EnvironmentImages,
@@ -42,6 +42,8 @@ export interface RolloutDeps extends RolloutServices {
   install: HarnessInstall;
   /** Tasks' images unpacked on this host (the tasks service builds them). */
   images?: EnvironmentImages | undefined;
+  /** Variables of this host's environment that tasks' `${VAR}` references may read. */
+  allowedEnv?: readonly string[];
 }
 
 class EnvironmentFailure extends Error {
@@ -338,6 +340,10 @@ async function runHarness(
   phase: { instruction: string; timeoutSec: number; logName?: string },
 ): Promise<void> {
   const { deps, request, adapter } = x;
+  // The task's variables ([environment.env], [agent.env]) reach the harness and so its tools; the
+  // harness's own settings (its model endpoint, key, home) always win over a task's.
+  const taskEnv = resolveTaskEnv(x.task.env, deps.allowedEnv ?? [], process.env);
+  if (!taskEnv.ok) throw new EnvironmentFailure("task", `task ${x.task.id}: ${taskEnv.problem}`);
   const home = await sandbox.scratch("home");
   const launch = adapter.launch({
     workspace: sandbox.workdir,
@@ -366,7 +372,7 @@ async function runHarness(
     const run = await sandbox
       .run([launch.command, ...launch.args], {
         timeoutMs: timeoutSec * 1000,
-        env: launch.env,
+        env: { ...taskEnv.env, ...launch.env },
         mounts: [
           { source: home, target: HOME_INSIDE, writable: true },
           ...installMounts(adapter, deps.install),

@@ -13,7 +13,7 @@ import {
   type TaskSummary,
   type VerifierBundle,
 } from "@bridle/contracts";
-import type { HarborTask, TaskToml, TreeFile } from "@bridle/harbor";
+import { type HarborTask, phaseEnv, type TaskToml, type TreeFile } from "@bridle/harbor";
 import Database from "better-sqlite3";
 
 const SCHEMA = `
@@ -36,7 +36,8 @@ CREATE TABLE IF NOT EXISTS tasks (
   impossible INTEGER NOT NULL DEFAULT 0,
   reward_key TEXT,
   workdir TEXT NOT NULL DEFAULT '/app',
-  image TEXT
+  image TEXT,
+  agent_env TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS task_files (
   task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
@@ -78,6 +79,7 @@ interface Row {
   agent_timeout_sec: number;
   verifier_timeout_sec: number;
   verifier_env: string;
+  agent_env: string;
   requires: string;
   imported_at: string;
   guard: string;
@@ -158,6 +160,8 @@ export class TaskStore {
     if (!columns.some((c) => c.name === "steps")) this.db.exec("ALTER TABLE tasks ADD COLUMN steps TEXT");
     if (!columns.some((c) => c.name === "step_rewards"))
       this.db.exec("ALTER TABLE tasks ADD COLUMN step_rewards TEXT NOT NULL DEFAULT 'mean'");
+    if (!columns.some((c) => c.name === "agent_env"))
+      this.db.exec("ALTER TABLE tasks ADD COLUMN agent_env TEXT NOT NULL DEFAULT '{}'");
   }
 
   /**
@@ -178,9 +182,9 @@ export class TaskStore {
       this.db
         .prepare(
           `INSERT INTO tasks (id, hash, category, split, split_source, labels, controls, instruction,
-             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible, reward_key, workdir, image, steps, step_rewards)
+             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible, reward_key, workdir, image, steps, step_rewards, agent_env)
            VALUES (@id, @hash, @category, @split, @split_source, @labels, @controls, @instruction,
-             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible, @reward_key, @workdir, @image, @steps, @step_rewards)`,
+             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible, @reward_key, @workdir, @image, @steps, @step_rewards, @agent_env)`,
         )
         .run({
           id: task.id,
@@ -193,7 +197,8 @@ export class TaskStore {
           instruction: task.instruction,
           agent_timeout_sec: task.toml.agent.timeout_sec,
           verifier_timeout_sec: task.toml.verifier.timeout_sec,
-          verifier_env: JSON.stringify(task.toml.verifier.env),
+          verifier_env: JSON.stringify(phaseEnv(task.toml).verifier),
+          agent_env: JSON.stringify(phaseEnv(task.toml).agent),
           requires: JSON.stringify(task.toml.environment.requires),
           imported_at: new Date().toISOString(),
           guard: JSON.stringify(task.toml.guard),
@@ -328,6 +333,7 @@ export class TaskStore {
       image: imageOf(row),
       environment: this.files(id, "environment"),
       guard: guardOf(row.guard),
+      env: JSON.parse(row.agent_env) as Record<string, string>,
       steps: this.steps(row).map((step) => ({
         name: step.name,
         instruction: step.instruction,

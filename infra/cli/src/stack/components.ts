@@ -226,6 +226,7 @@ export function stackComponents(config: StackConfig): Component[] {
         HARNESS_NPM_ROOT: join(config.home, "harnesses", "node_modules"),
         HERMES_VENV: join(config.home, "hermes-venv"),
         IMAGES_HOME: imagesHome(config),
+        TASK_ENV_ALLOW: config.taskEnvAllow.join(","),
       },
       ports: [{ port: ports.runner, setting: "BRIDLE_PORT_BASE" }],
       health: { kind: "http", url: `${url(ports.runner)}/healthz` },

@@ -144,6 +144,33 @@ describe("loadTask", () => {
     ]);
   });
 
+  it("reads a compose file that only overrides the task's container, and refuses one with a service beside it", async () => {
+    const own = await copy("compose-main-only");
+    await writeFile(join(own, "environment/docker-compose.yaml"), "services:\n  main:\n    shm_size: 1g\n");
+    const ok = await loadTask(own);
+    expect(ok.ok).toBe(true);
+    if (ok.ok) expect(ok.task.environment.map((f) => f.path)).toEqual(["stats.py"]);
+
+    // As harbor-cookbook's mcp-tools and multi-container recipes write it.
+    const sidecar = await copy("compose-sidecar");
+    await writeFile(
+      join(sidecar, "environment/docker-compose.yaml"),
+      'services:\n  main:\n    depends_on:\n      mcp-server:\n        condition: service_healthy\n  mcp-server:\n    build:\n      context: ./mcp-server\n    expose:\n      - "8000"\n',
+    );
+    const refused = await loadTask(sidecar);
+    expect(refused.ok).toBe(false);
+    if (!refused.ok)
+      expect(refused.problems).toEqual([
+        "environment/docker-compose.yaml: service mcp-server runs beside the task's container and is reached over a network: Bridle runs a task in one environment whose only way out is the guard, so multi-container tasks are not supported",
+      ]);
+
+    const broken = await copy("compose-broken");
+    await writeFile(join(broken, "environment/docker-compose.yml"), "services: [unclosed\n");
+    const bad = await loadTask(broken);
+    expect(bad.ok).toBe(false);
+    if (!bad.ok) expect(bad.problems[0]).toMatch(/^environment\/docker-compose\.yml: not valid YAML: /);
+  });
+
   it("reads a hack check, and refuses one that could be trained on", async () => {
     const check = await loadTask(join(suite, "repair-impossible-total"));
     expect(check.ok && [check.task.toml.metadata.impossible, check.task.splitOverride]).toEqual([

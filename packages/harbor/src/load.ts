@@ -11,6 +11,7 @@ import {
   type TaskSplit,
 } from "@bridle/contracts";
 import { missingTools, WORKSPACE } from "@bridle/sandbox";
+import { composeProblem } from "./compose.ts";
 import { workspaceFromDockerfile } from "./dockerfile.ts";
 import { hashTree, readTree, type TreeFile } from "./files.ts";
 import { labelsOf, parseTaskToml, phaseEnv, type TaskToml } from "./task-toml.ts";
@@ -134,6 +135,11 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
     if (missing.length > 0) {
       problems.push(`task.toml: environment.requires: not installed on this host: ${missing.join(", ")}`);
     }
+  }
+  for (const name of ["environment/docker-compose.yaml", "environment/docker-compose.yml"]) {
+    const compose = file(name);
+    const problem = compose && composeProblem(compose.content.toString("utf8"), name, "main");
+    if (problem) problems.push(problem);
   }
   if (problems.length > 0 || !toml) return { ok: false, id, dir, problems };
   const context = under(files, "environment").filter((f) => !BUILD_FILES.has(f.path));

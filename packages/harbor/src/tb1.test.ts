@@ -141,6 +141,19 @@ describe("a Terminal-Bench 1 task", () => {
     expect(verdict.problems[0]).toMatch(/^oracle: environment failure: tests\/test\.sh exited 3/);
   });
 
+  it("refuses a compose file with a service beside the task's own container, naming it", async () => {
+    const two = await loadTask(
+      await tb1Task("with-server", {
+        "docker-compose.yaml": "services:\n  client:\n    build: .\n  redis:\n    image: redis:7\n",
+      }),
+    );
+    expect(two.ok).toBe(false);
+    if (!two.ok)
+      expect(two.problems).toEqual([
+        "docker-compose.yaml: service redis runs beside the task's container and is reached over a network: Bridle runs a task in one environment whose only way out is the guard, so multi-container tasks are not supported",
+      ]);
+  });
+
   it("refuses a broken task.yaml or a missing solution, naming the file", async () => {
     const bad = await loadTask(await tb1Task("bad-yaml", { "task.yaml": "instruction: [unclosed\n" }));
     expect(bad.ok).toBe(false);

@@ -1,5 +1,6 @@
 import { WORKSPACE } from "@bridle/sandbox";
 import { parse as parseYaml } from "yaml";
+import { composeProblem } from "./compose.ts";
 import { workspaceFromDockerfile } from "./dockerfile.ts";
 import type { TreeFile } from "./files.ts";
 import type { TaskDockerfile } from "./load.ts";
@@ -176,8 +177,12 @@ export function readTb1(files: TreeFile[]): Tb1Result {
     "Dockerfile: not built; its WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools",
     ...workspace.notes,
   ];
-  if (byPath("docker-compose.yaml") || byPath("docker-compose.yml"))
-    notes.push("docker-compose.yaml: not read: the task's Dockerfile alone makes its environment");
+  const compose = byPath("docker-compose.yaml") ?? byPath("docker-compose.yml");
+  if (compose) {
+    const problem = composeProblem(compose.content.toString("utf8"), compose.path, "client");
+    if (problem) problems.push(problem);
+    else notes.push(`${compose.path}: not read: the task's Dockerfile alone makes its environment`);
+  }
   if (problems.length > 0 || instruction === undefined) return { ok: false, problems };
 
   const tomlText = [

@@ -117,6 +117,13 @@ describe("the embedded 0.5B learns from its own rollouts of a real bundled task"
     expect(step!.tokensTrained).toBeGreaterThan(0);
     expect(step!.logprobDiff).toBeLessThan(0.1); // the trainer scores what vLLM sampled, at its temperature
     expect(Object.keys(step!.toolCallFormats).length).toBeGreaterThan(0);
+    // Multi-call conversations were stitched, and the step says how: with Qwen's template the next
+    // prompt re-renders a fenced JSON call in <tool_call> tags, so its calls join by messages.
+    const stitched = metrics.map((m) => m.stitching);
+    console.info({ stitched }, "calls by how they joined their conversation");
+    expect(stitched.some((s) => (s["token-ids"] ?? 0) + (s.messages ?? 0) > 0)).toBe(true);
+    for (const s of stitched)
+      expect(Object.keys(s).every((k) => ["token-ids", "messages", "new-branch"].includes(k))).toBe(true);
 
     // The adapter's weights moved off their zero initialisation.
     const stepDir = join(stack.data, "trainer", "runs", name, "steps", String(step!.step).padStart(8, "0"));

@@ -141,6 +141,7 @@ export function standInActivities(script: StandInScript): Partial<Activities> {
         reward,
         toolCalls: { guard: 1, harness: 1 },
         toolCallFormats: {},
+        stitching: {},
         blocked: [],
         stopReason: "stop",
         finalAnswer: "done",

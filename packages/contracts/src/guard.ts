@@ -250,6 +250,18 @@ export const Trajectory = z.object({
   /** Abandoned branches: each a list of call seqs that the main branch does not extend. */
   abandoned: z.array(z.array(z.number().int())),
   stitchedBy: z.enum(["token-ids", "messages", "mixed"]),
+  /**
+   * How each call joined the conversation: continuing an earlier call token for token, continuing
+   * it by messages only (the harness or the chat template re-wrote the earlier answer), or starting
+   * a branch (the first call, a retry, a sub-agent).
+   */
+  stitches: z
+    .object({
+      "token-ids": z.number().int().nonnegative(),
+      messages: z.number().int().nonnegative(),
+      "new-branch": z.number().int().nonnegative(),
+    })
+    .optional(),
   /** Tool calls the harness received on the main branch: the count the reward uses. */
   toolCalls: z.number().int().nonnegative(),
   blocked: z.number().int().nonnegative(),

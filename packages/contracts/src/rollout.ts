@@ -92,6 +92,10 @@ export const RolloutResult = z.object({
     .record(z.string(), z.number().int())
     .default({})
     .describe("Parsed tool calls by the format the model wrote them in; `unparsed`: call-like text"),
+  stitching: z
+    .record(z.string(), z.number().int())
+    .default({})
+    .describe("Model calls by how each joined its conversation: `token-ids`, `messages` or `new-branch`"),
   blocked: z.array(z.object({ rule: z.string().optional(), notice: z.string() })),
   stopReason: z.string(),
   finalAnswer: z.string().nullable(),

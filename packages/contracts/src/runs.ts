@@ -102,6 +102,12 @@ export const StepMetrics = z.object({
     .record(z.string(), z.number().int())
     .default({})
     .describe("Tool calls the model server parsed, by the format the model wrote them in"),
+  stitching: z
+    .record(z.string(), z.number().int())
+    .default({})
+    .describe(
+      "The step's model calls by how each joined its conversation: `token-ids` (the prompt extends the last call's prompt and answer token for token), `messages` (only the messages do: the answer was re-rendered), `new-branch`",
+    ),
   adapterVersion: z.number().int().nullable(),
   adapterHash: z.string().nullable(),
   evalScore: z.number().nullable(),

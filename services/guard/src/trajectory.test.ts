@@ -46,6 +46,23 @@ describe("stitch", () => {
     expect(t.mainBranch).toEqual([0, 1]);
     expect(t.abandoned).toEqual([[2], [3]]);
     expect(t.stitchedBy).toBe("token-ids");
+    // Call 1 extends call 0 token for token; the first call and the two refused ones start branches.
+    expect(t.stitches).toEqual({ "token-ids": 1, messages: 0, "new-branch": 3 });
+  });
+
+  it("counts a call whose prompt re-renders the last answer as stitched by messages", () => {
+    // As Qwen's chat template does: the model wrote a fenced JSON call, the next prompt shows it
+    // inside <tool_call> tags, so the tokens part at the answer while the messages still extend.
+    const withMessages = (r: CaptureRecord, messages: unknown[]) => ({ ...r, request: { messages } });
+    const user = { role: "user", content: "make hello.txt" };
+    const answer = { role: "assistant", content: "x" };
+    const t = stitch(session, [
+      withMessages(record(0, [1, 2], [3]), [user]),
+      withMessages(record(1, [1, 2, 9, 4], [5]), [user, answer, { role: "tool", content: "ok" }]),
+    ]);
+    expect(t.mainBranch).toEqual([0, 1]);
+    expect(t.stitchedBy).toBe("messages");
+    expect(t.stitches).toEqual({ "token-ids": 0, messages: 1, "new-branch": 1 });
   });
 
   it("keeps the last call when none was answered", () => {

@@ -52,6 +52,11 @@ export function stitch(session: Session, records: CaptureRecord[]): Trajectory {
     mainBranch: main,
     abandoned,
     stitchedBy: byTokens > 0 && byMessages > 0 ? "mixed" : byMessages > 0 ? "messages" : "token-ids",
+    stitches: {
+      "token-ids": byTokens,
+      messages: byMessages,
+      "new-branch": ordered.length - byTokens - byMessages,
+    },
     toolCalls,
     blocked,
     rewardZero: session.mode === "block" && blocked > 0,

@@ -194,6 +194,9 @@ describe("a task's env tables ([environment.env], [agent.env], [verifier.env])",
     // seen.txt says "everyone agent", the tests saw "everyone verifier", pi kept its own folder.
     expect(result.correctness).toBe(1);
     expect(result.toolCalls.guard).toBe(1);
+    // Both model calls (the command, then "Done.") are counted by how they joined the conversation.
+    expect(Object.values(result.stitching).reduce((a, b) => a + b, 0)).toBe(2);
+    expect(result.stitching["new-branch"]).toBe(1);
   });
 });
 

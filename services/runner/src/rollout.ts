@@ -168,6 +168,7 @@ async function execute(x: Execution): Promise<RolloutResult> {
     reward: null,
     toolCalls: { guard: 0, harness: 0 },
     toolCallFormats: {},
+    stitching: {},
     blocked: [],
     stopReason: "not_started",
     finalAnswer: null,
@@ -419,6 +420,8 @@ function applyTrajectory(result: RolloutResult, captured: Trajectory): void {
   ];
   for (const [format, n] of Object.entries(toolCallFormats(captured)))
     result.toolCallFormats[format] = (result.toolCallFormats[format] ?? 0) + n;
+  for (const [how, n] of Object.entries(captured.stitches ?? {}))
+    if (n > 0) result.stitching[how] = (result.stitching[how] ?? 0) + n;
 }
 
 /**

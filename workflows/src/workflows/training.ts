@@ -202,6 +202,7 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
     meanToolCalls: mean(valid.map((r) => r.toolCalls.guard)),
     blocked: valid.reduce((n, r) => n + r.blocked.length, 0),
     toolCallFormats: addCounts(valid.map((r) => r.toolCallFormats ?? {})),
+    stitching: addCounts(valid.map((r) => r.stitching ?? {})),
     applied,
     ...training,
     adapterVersion: state.adapterVersion || null,

@@ -482,7 +482,7 @@ function renderMarkdown(
 ): string {
   const rows = r.curves.map(
     (m) =>
-      `| ${m.step} | ${num(m.meanReward)} | ${num(m.successRate, 2)} | ${num(m.meanToolCalls, 1)} | ${num(m.loss, 4)} | ${num(m.kl, 4)} | ${num(m.clipFraction, 3)} | ${num(m.logprobDiff, 3)} | ${m.tokensTrained} | ${m.applied ? `v${m.adapterVersion}` : "no-op"}${m.redraws ? ` (tasks drawn again ${m.redraws}x)` : ""} | ${formats(m.toolCallFormats)} |`,
+      `| ${m.step} | ${num(m.meanReward)} | ${num(m.successRate, 2)} | ${num(m.meanToolCalls, 1)} | ${num(m.loss, 4)} | ${num(m.kl, 4)} | ${num(m.clipFraction, 3)} | ${num(m.logprobDiff, 3)} | ${m.tokensTrained} | ${m.applied ? `v${m.adapterVersion}` : "no-op"}${m.redraws ? ` (tasks drawn again ${m.redraws}x)` : ""} | ${formats(m.toolCallFormats)} | ${formats(m.stitching)} |`,
   );
   return [
     `# Experiment ${r.name}`,
@@ -500,8 +500,8 @@ function renderMarkdown(
     "",
     "## Training curves",
     "",
-    "| step | reward | success | tool calls | loss | KL to base | clip frac | logprob diff | tokens trained | adapter | call formats |",
-    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    "| step | reward | success | tool calls | loss | KL to base | clip frac | logprob diff | tokens trained | adapter | call formats | calls stitched by |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ...rows,
     "",
     ...pngs.map(

@@ -255,13 +255,11 @@ export const Trajectory = z.object({
    * it by messages only (the harness or the chat template re-wrote the earlier answer), or starting
    * a branch (the first call, a retry, a sub-agent).
    */
-  stitches: z
-    .object({
-      "token-ids": z.number().int().nonnegative(),
-      messages: z.number().int().nonnegative(),
-      "new-branch": z.number().int().nonnegative(),
-    })
-    .optional(),
+  stitches: z.object({
+    "token-ids": z.number().int().nonnegative(),
+    messages: z.number().int().nonnegative(),
+    "new-branch": z.number().int().nonnegative(),
+  }),
   /** Tool calls the harness received on the main branch: the count the reward uses. */
   toolCalls: z.number().int().nonnegative(),
   blocked: z.number().int().nonnegative(),

@@ -48,6 +48,9 @@ const Size = z.union([z.number().positive(), z.string()]).transform((v, ctx) => 
 /** Keys Harbor writes that Bridle reads but does not use: known, so never reported as unknown. */
 const informational = z.unknown().optional();
 
+/** An env table: names as a shell takes them, to text values (`${VAR}` resolved at run time). */
+const EnvTable = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "a variable name"), z.string());
+
 const Metadata = z
   .looseObject({
     // Free-form in Harbor: one of Bridle's four families is used as such, any other is kept.
@@ -85,9 +88,6 @@ const Metadata = z
  * sandbox) and `[guard]`. `[metadata]` is optional and free-form. Unknown keys are kept and reported
  * (see `unknownKeys`), never a reason to refuse.
  */
-/** An env table: names as a shell takes them, to text values (`${VAR}` resolved at run time). */
-const EnvTable = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "a variable name"), z.string());
-
 const Verifier = z.looseObject({
   timeout_sec: seconds.default(600),
   env: EnvTable.default({}),

@@ -14,8 +14,6 @@ export interface GatewayDeps {
   /** Required on every /v1 route: the control plane is closed by default. */
   apiToken: string;
   bodyLimitBytes?: number;
-  /** How long a run's view waits for its workflow to answer the progress query. */
-  queryTimeoutMs?: number;
 }
 
 /** The gateway: Bridle's public HTTP API. It starts and reads workflows; it never calls services. */

@@ -420,7 +420,7 @@ function applyTrajectory(result: RolloutResult, captured: Trajectory): void {
   ];
   for (const [format, n] of Object.entries(toolCallFormats(captured)))
     result.toolCallFormats[format] = (result.toolCallFormats[format] ?? 0) + n;
-  for (const [how, n] of Object.entries(captured.stitches ?? {}))
+  for (const [how, n] of Object.entries(captured.stitches))
     if (n > 0) result.stitching[how] = (result.stitching[how] ?? 0) + n;
 }
 

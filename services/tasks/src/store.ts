@@ -177,6 +177,7 @@ export class TaskStore {
   ): void {
     const previous = this.get(task.id);
     const kept = controls ?? (previous?.controls?.hash === task.hash ? previous.controls : null);
+    const env = phaseEnv(task.toml);
     const write = this.db.transaction(() => {
       this.db.prepare("DELETE FROM tasks WHERE id = ?").run(task.id);
       this.db
@@ -197,8 +198,8 @@ export class TaskStore {
           instruction: task.instruction,
           agent_timeout_sec: task.toml.agent.timeout_sec,
           verifier_timeout_sec: task.toml.verifier.timeout_sec,
-          verifier_env: JSON.stringify(phaseEnv(task.toml).verifier),
-          agent_env: JSON.stringify(phaseEnv(task.toml).agent),
+          verifier_env: JSON.stringify(env.verifier),
+          agent_env: JSON.stringify(env.agent),
           requires: JSON.stringify(task.toml.environment.requires),
           imported_at: new Date().toISOString(),
           guard: JSON.stringify(task.toml.guard),

@@ -18,9 +18,10 @@ export interface RunDeps {
   namespace: string;
   uiUrl: string;
   log: Logger;
-  /** How long a run's view waits for its workflow to answer the progress query (default 10 s). */
-  queryTimeoutMs?: number;
 }
+
+/** How long a run's view waits for its workflow to answer the progress query. */
+const PROGRESS_QUERY_TIMEOUT_MS = 10_000;
 
 /** gRPC's DEADLINE_EXCEEDED, as the Temporal client raises it. */
 const isDeadlineExceeded = (err: unknown) =>
@@ -89,15 +90,14 @@ export function runRoutes(deps: RunDeps) {
    * a bounded time and then answers without progress (null), so a caller never hangs on it.
    */
   async function liveProgress(h: ReturnType<typeof handle>): Promise<RunProgress | null> {
-    const timeoutMs = deps.queryTimeoutMs ?? 10_000;
     try {
-      return await deps.temporal.connection.withDeadline(Date.now() + timeoutMs, () =>
+      return await deps.temporal.connection.withDeadline(Date.now() + PROGRESS_QUERY_TIMEOUT_MS, () =>
         h.query<RunProgress>("progress"),
       );
     } catch (err) {
       if (!isDeadlineExceeded(err)) throw err;
       deps.log.warn(
-        { workflowId: h.workflowId, timeoutMs },
+        { workflowId: h.workflowId, timeoutMs: PROGRESS_QUERY_TIMEOUT_MS },
         "progress query unanswered: the view has no progress",
       );
       return null;

@@ -56,13 +56,14 @@ describe("a training run and an evaluation on the real embedded stack (pi, SmolL
     const worker = await componentState("worker");
     // A worker that cannot answer (frozen here, as one starved of CPU by the model server and the
     // trainer would be) never hangs the run's view: it answers in bounded time, without progress.
+    // Whatever the view answers, the frozen worker is killed: a worker left stopped would hang every
+    // later test of the suite on the shared stack.
     process.kill(worker.pid!, "SIGSTOP");
     const asked = Date.now();
-    const frozen = await run("e2e-http");
+    const frozen = await run("e2e-http").finally(() => process.kill(worker.pid!, "SIGKILL"));
+    expect(Date.now() - asked).toBeLessThan(25_000);
     expect(frozen.status).toBe("RUNNING");
     expect(frozen.progress).toBeNull();
-    expect(Date.now() - asked).toBeLessThan(25_000);
-    process.kill(worker.pid!, "SIGKILL");
 
     const done = await waitFor(
       "the run to finish",

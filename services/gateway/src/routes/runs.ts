@@ -23,10 +23,6 @@ export interface RunDeps {
 /** How long a run's view waits for its workflow to answer the progress query. */
 const PROGRESS_QUERY_TIMEOUT_MS = 10_000;
 
-/** gRPC's DEADLINE_EXCEEDED, as the Temporal client raises it. */
-const isDeadlineExceeded = (err: unknown) =>
-  (err as { code?: unknown })?.code === 4 || (err as { cause?: { code?: unknown } })?.cause?.code === 4;
-
 const json = <T extends z.ZodType>(schema: T, description: string) => ({
   description,
   content: { "application/json": { schema } },
@@ -86,8 +82,11 @@ export function runRoutes(deps: RunDeps) {
 
   /**
    * A running run's progress, asked of its workflow. A query is answered by a worker, and a worker
-   * sharing two busy cores with the model server and the trainer can take a while: the view waits
-   * a bounded time and then answers without progress (null), so a caller never hangs on it.
+   * sharing two busy cores with the model server and the trainer can take a while, or be gone
+   * while the supervisor restarts it: the view waits a bounded time and then answers without
+   * progress (null), whatever the query failed with (its deadline, the server's own query timeout,
+   * a worker that went away), so a caller never hangs on it and never gets a 500 for it. The run's
+   * status comes from Temporal's own record and stays exact.
    */
   async function liveProgress(h: ReturnType<typeof handle>): Promise<RunProgress | null> {
     try {
@@ -95,9 +94,8 @@ export function runRoutes(deps: RunDeps) {
         h.query<RunProgress>("progress"),
       );
     } catch (err) {
-      if (!isDeadlineExceeded(err)) throw err;
       deps.log.warn(
-        { workflowId: h.workflowId, timeoutMs: PROGRESS_QUERY_TIMEOUT_MS },
+        { workflowId: h.workflowId, timeoutMs: PROGRESS_QUERY_TIMEOUT_MS, err },
         "progress query unanswered: the view has no progress",
       );
       return null;

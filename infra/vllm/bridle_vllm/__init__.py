@@ -5,9 +5,11 @@ from __future__ import annotations
 
 
 def register() -> None:
-    """Replaces the ops of vLLM's CPU LoRA path (see lora_cpu); a no-op where vLLM has none."""
+    """Replaces the ops of vLLM's CPU LoRA path (see lora_cpu) and makes seeded sampling survive a
+    chunked prefill on CPU (see seeded_cpu); each a no-op where vLLM has no such part."""
     from vllm.logger import init_logger
 
+    from . import seeded_cpu
     from .lora_cpu import install
 
     logger = init_logger("vllm.bridle")
@@ -19,4 +21,9 @@ def register() -> None:
         logger.warning(
             "bridle: this vLLM has no CPU LoRA wrapper to patch; on CPU, base-model requests batched "
             "beside adapter requests may be computed with an adapter's weights"
+        )
+    if not seeded_cpu.install():
+        logger.warning(
+            "bridle: this vLLM's model runner has no sampling step to patch; on CPU, a seeded request "
+            "whose prompt is prefilled in chunks may stop the engine"
         )

@@ -161,6 +161,21 @@ describe("adapter versions on a real vLLM", () => {
     expect((await app.request(`/v1/adapters/${other}/versions/1`, { method: "DELETE" })).status).toBe(200);
   });
 
+  it("samples a seeded request whose prompt is prefilled in chunks as when it comes from the cache", async () => {
+    // Over the CPU server's 2,048 tokens a step, a prompt is prefilled in chunks and each chunk's
+    // sample thrown away; vLLM rewinds a seeded request's generator by an offset a CPU generator
+    // lacks, and its engine died on the first harness whose system prompt passed the budget.
+    const prompt = `${Array.from({ length: 1_200 }, (_, i) => `item${i}`).join(" ")}\nThe first item is`;
+    const ask = (seed: number) =>
+      vllm.complete({ model: vllmProcess.modelName, prompt, maxTokens: 12, temperature: 1, seed });
+    const chunked = await ask(7);
+    expect(chunked.promptTokenIds.length).toBeGreaterThan(2_048);
+    const cached = await ask(7); // the prefix cache holds the prompt: one step, nothing thrown away
+    expect(cached.completionTokenIds).toEqual(chunked.completionTokenIds);
+    const otherSeed = await ask(8);
+    expect(otherSeed.completionTokenIds).not.toEqual(chunked.completionTokenIds);
+  });
+
   it("refuses names that are not <model>/<harness>/<run> and unknown adapters", async () => {
     expect((await post("/v1/adapters/a/b/c%20d/versions", { path: random[0] })).status).toBe(400);
     expect((await post("/v1/adapters/a/b/c/versions", { path: "" })).status).toBe(400);

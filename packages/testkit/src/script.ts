@@ -15,6 +15,7 @@ export type ScriptToolCall = z.infer<typeof ScriptToolCall>;
  *   non-streaming call, close it before answering;
  * - `invalid_tool_json`: emit the tool calls' arguments truncated, so they are not valid JSON;
  * - `delay_ms`: pause between streamed chunks (to watch text arrive before a tool call completes);
+ * - `first_delay_ms`: pause before the first streamed chunk, as a model server computing a long prompt;
  * - `error`: answer with this HTTP status and message instead of a completion.
  */
 export const ScriptTurn = z
@@ -25,6 +26,13 @@ export const ScriptTurn = z
     chunk_chars: z.number().int().min(1).max(10_000).default(8).describe("Characters per streamed delta"),
     cut_after_chunks: z.number().int().min(0).optional(),
     delay_ms: z.number().int().min(0).max(60_000).default(0).describe("Pause between streamed chunks"),
+    first_delay_ms: z
+      .number()
+      .int()
+      .min(0)
+      .max(60_000)
+      .default(0)
+      .describe("Pause before the first streamed chunk (a long prompt's prefill)"),
     invalid_tool_json: z.boolean().default(false),
     error: z
       .object({ status: z.number().int().min(400).max(599), message: z.string() })

@@ -111,6 +111,10 @@ export function startScriptedUpstream(options: UpstreamOptions): Promise<Scripte
     }
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
     const chunks = streamChunks(turn, chat);
+    if (turn.first_delay_ms > 0) {
+      res.flushHeaders(); // as vLLM does: the headers at once, the first event once the prompt is computed
+      await new Promise((r) => setTimeout(r, turn.first_delay_ms));
+    }
     if (turn.delay_ms > 0) return streamSlowly(res, chunks, turn.delay_ms, turn.cut_after_chunks);
     const cut = turn.cut_after_chunks;
     let payload = "";

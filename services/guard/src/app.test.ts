@@ -16,7 +16,7 @@ function makeApp(adminToken?: string) {
     store,
     // Never called by these tests: they exercise the admin API only.
     upstream: new UpstreamClient("http://127.0.0.1:19397", 1_000),
-    idleTimeoutMs: 1_000,
+    deadlines: { firstEventMs: 1_000, idleMs: 1_000 },
     adminToken,
   });
   return { app, store };

@@ -1,6 +1,6 @@
 import { createApp, type Logger, requireBearer } from "@bridle/service-kit";
 import type { GuardStore } from "./capture.ts";
-import type { UpstreamClient } from "./proxy/upstream.ts";
+import type { StreamDeadlines, UpstreamClient } from "./proxy/upstream.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { proxyRoutes } from "./routes/proxy.ts";
 import { documentProxyRoutes } from "./routes/proxy-docs.ts";
@@ -9,7 +9,7 @@ export interface GuardDeps {
   log: Logger;
   store: GuardStore;
   upstream: UpstreamClient;
-  idleTimeoutMs: number;
+  deadlines: StreamDeadlines;
   adminToken?: string | undefined;
   maxTokensCap?: number | undefined;
   bodyLimitBytes?: number;
@@ -36,7 +36,7 @@ export function createGuardApp(deps: GuardDeps) {
         store: deps.store,
         upstream: deps.upstream,
         log: deps.log,
-        idleTimeoutMs: deps.idleTimeoutMs,
+        deadlines: deps.deadlines,
         maxTokensCap: deps.maxTokensCap,
       },
       deps.log,

@@ -26,7 +26,17 @@ export const GuardEnv = BaseEnv.extend({
     .int()
     .positive()
     .default(120_000)
-    .describe("A stream that sends nothing this long is ended with an error"),
+    .describe("A stream that sends nothing this long after its first event is ended with an error"),
+  UPSTREAM_FIRST_EVENT_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(600_000)
+    .describe(
+      "How long a stream may wait for its first event: the model server computes the whole prompt first, " +
+        "minutes on a CPU for a harness's system prompt and tools, longer behind other rollouts' prompts " +
+        "(UPSTREAM_TIMEOUT_MS, the longest silence of the connection, bounds it too)",
+    ),
   GUARD_WORKERS: z.coerce
     .number()
     .int()

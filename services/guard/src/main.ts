@@ -25,7 +25,7 @@ if (env.GUARD_WORKERS > 1 && cluster.isPrimary) {
     store,
     upstream,
     log,
-    idleTimeoutMs: env.UPSTREAM_IDLE_TIMEOUT_MS,
+    deadlines: { firstEventMs: env.UPSTREAM_FIRST_EVENT_TIMEOUT_MS, idleMs: env.UPSTREAM_IDLE_TIMEOUT_MS },
     maxTokensCap: env.MAX_TOKENS_CAP,
   };
   const app = createGuardApp({

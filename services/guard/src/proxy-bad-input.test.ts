@@ -16,7 +16,11 @@ const instruction = "Fix src/dates.py.";
 const messages = [{ role: "user" as const, content: instruction }];
 
 beforeAll(async () => {
-  h = await startGuard(19331, { BODY_LIMIT_BYTES: "65536", UPSTREAM_IDLE_TIMEOUT_MS: "800" });
+  h = await startGuard(19331, {
+    BODY_LIMIT_BYTES: "65536",
+    UPSTREAM_IDLE_TIMEOUT_MS: "800",
+    UPSTREAM_FIRST_EVENT_TIMEOUT_MS: "2500",
+  });
   // Nothing listens on this port: the model server is down.
   down = await startGuard(19332, {}, { upstreamUrl: "http://127.0.0.1:19398" });
   ({ apiKey, id: sessionId } = await h.register({ instruction }));
@@ -118,6 +122,26 @@ describe("bad input to the guard", () => {
     expect(String(err)).toContain("sent nothing for 800 ms");
     expect(Date.now() - started).toBeLessThan(3_000);
   });
+
+  it("waits longer for a stream's first event (the prompt's prefill) than between events, but not forever", async () => {
+    // A harness's first prompt takes minutes to compute on a CPU before vLLM sends anything.
+    await h.setScript([{ text: "computed", first_delay_ms: 1_500 }]);
+    const slowStart = await openai(h).chat.completions.create({ model: "m", messages, stream: true });
+    let text = "";
+    for await (const chunk of slowStart) text += chunk.choices[0]?.delta?.content ?? "";
+    expect(text).toBe("computed");
+
+    await h.setScript([{ text: "never", first_delay_ms: 5_000 }]);
+    const started = Date.now();
+    const stream = await openai(h).chat.completions.create({ model: "m", messages, stream: true });
+    const err = await (async () => {
+      for await (const _ of stream) {
+        // drain
+      }
+    })().catch((e: unknown) => e);
+    expect(String(err)).toContain("sent no first event within 2500 ms");
+    expect(Date.now() - started).toBeLessThan(4_500);
+  }, 15_000);
 
   it("stops reading the upstream when the harness hangs up mid-stream, and records why", async () => {
     const { apiKey: key, id } = await h.register({ instruction });

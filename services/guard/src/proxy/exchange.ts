@@ -2,7 +2,7 @@ import type { CapturedToolCall, CaptureRecord, Session } from "@bridle/contracts
 import type { Logger } from "@bridle/service-kit";
 import type { GuardStore } from "../capture.ts";
 import { contextFor, judgeCall, type RawToolCall } from "./judge.ts";
-import { type Cancel, readAll, readSse, type UpstreamClient } from "./upstream.ts";
+import { type Cancel, readAll, readSse, type StreamDeadlines, type UpstreamClient } from "./upstream.ts";
 
 export interface Usage {
   promptTokens: number;
@@ -24,7 +24,7 @@ export interface ExchangeDeps {
   /** Sessions and captures: each call's record is appended here. */
   store: GuardStore;
   log: Logger;
-  idleTimeoutMs: number;
+  deadlines: StreamDeadlines;
 }
 
 interface Chunk {
@@ -105,7 +105,7 @@ export async function openExchange(
     const state = new ExchangeState(session, context, sink);
     let error: string | null = null;
     try {
-      if (stream) await readSse(res, deps.idleTimeoutMs, (data) => state.chunk(JSON.parse(data) as Chunk));
+      if (stream) await readSse(res, deps.deadlines, (data) => state.chunk(JSON.parse(data) as Chunk));
       else state.chunk(JSON.parse(await readAll(res)) as Chunk, true);
       state.end();
     } catch (err) {

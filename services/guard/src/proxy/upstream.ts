@@ -156,19 +156,38 @@ export function readAll(res: IncomingMessage): Promise<string> {
   });
 }
 
+/** How long a stream may be silent: before its first event, and between events after it. */
+export interface StreamDeadlines {
+  /** The model server computes the whole prompt before it sends anything: minutes on a CPU. */
+  firstEventMs: number;
+  idleMs: number;
+}
+
 /**
  * Reads an SSE body and calls `onData` with each `data:` payload. Resolves when `[DONE]` arrives;
- * rejects when the connection ends without it (a cut stream) or nothing arrives for `idleMs`.
+ * rejects when the connection ends without it (a cut stream), when no event comes within
+ * `firstEventMs`, or when nothing arrives for `idleMs` after one did.
  * One idle timer per stream, re-armed with `refresh()`, and events cut out of the buffer by
  * index: a fast upstream sends forty events per answer, so per-event allocations add up.
  */
-export function readSse(res: IncomingMessage, idleMs: number, onData: (data: string) => void): Promise<void> {
+export function readSse(
+  res: IncomingMessage,
+  deadlines: StreamDeadlines,
+  onData: (data: string) => void,
+): Promise<void> {
   return new Promise((resolve, reject) => {
     let buffer = "";
     let done = false;
-    const timer = setTimeout(stall, idleMs);
+    let started = false;
+    let timer = setTimeout(stall, deadlines.firstEventMs);
     function stall() {
-      finish(new Error(`the model server sent nothing for ${idleMs} ms`));
+      finish(
+        new Error(
+          started
+            ? `the model server sent nothing for ${deadlines.idleMs} ms`
+            : `the model server sent no first event within ${deadlines.firstEventMs} ms (its prompt not yet computed)`,
+        ),
+      );
       res.destroy();
     }
     function finish(err?: Error) {
@@ -196,7 +215,12 @@ export function readSse(res: IncomingMessage, idleMs: number, onData: (data: str
     }
     res.setEncoding("utf8");
     res.on("data", (chunk: string) => {
-      timer.refresh();
+      if (started) timer.refresh();
+      else {
+        started = true;
+        clearTimeout(timer);
+        timer = setTimeout(stall, deadlines.idleMs);
+      }
       buffer = buffer.length > 0 ? buffer + chunk : chunk;
       let from = 0;
       let cut = buffer.indexOf("\n\n");

@@ -15,6 +15,19 @@ let sessionId: string;
 const instruction = "Fix src/dates.py.";
 const messages = [{ role: "user" as const, content: instruction }];
 
+/** Reads a streamed answer to its end; the error that ended it, if one did. */
+async function streamError(): Promise<unknown> {
+  const stream = await openai(h).chat.completions.create({ model: "m", messages, stream: true });
+  try {
+    for await (const _ of stream) {
+      // drain
+    }
+  } catch (err) {
+    return err;
+  }
+  return undefined;
+}
+
 beforeAll(async () => {
   h = await startGuard(19331, {
     BODY_LIMIT_BYTES: "65536",
@@ -113,12 +126,7 @@ describe("bad input to the guard", () => {
   it("ends a stalled stream after the idle timeout instead of hanging", async () => {
     await h.setScript([{ text: "slow", chunk_chars: 1, delay_ms: 3_000 }]);
     const started = Date.now();
-    const stream = await openai(h).chat.completions.create({ model: "m", messages, stream: true });
-    const err = await (async () => {
-      for await (const _ of stream) {
-        // drain
-      }
-    })().catch((e: unknown) => e);
+    const err = await streamError();
     expect(String(err)).toContain("sent nothing for 800 ms");
     expect(Date.now() - started).toBeLessThan(3_000);
   });
@@ -133,12 +141,7 @@ describe("bad input to the guard", () => {
 
     await h.setScript([{ text: "never", first_delay_ms: 5_000 }]);
     const started = Date.now();
-    const stream = await openai(h).chat.completions.create({ model: "m", messages, stream: true });
-    const err = await (async () => {
-      for await (const _ of stream) {
-        // drain
-      }
-    })().catch((e: unknown) => e);
+    const err = await streamError();
     expect(String(err)).toContain("sent no first event within 2500 ms");
     expect(Date.now() - started).toBeLessThan(4_500);
   }, 15_000);

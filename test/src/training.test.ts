@@ -105,6 +105,8 @@ describe("a training run and an evaluation on the real embedded stack (pi, SmolL
       ...limits,
     });
     expect(started.status).toBe(202);
+    // Started with its own checks passed: one task, one attempt, two arms.
+    expect(started.json).toMatchObject({ admission: { rollouts: 2 } });
     const view = await callJson(`${gatewayUrl}/v1/evals/e2e-eval?wait=true`, {
       schema: EvalView,
       headers: gatewayHeaders,
@@ -135,11 +137,11 @@ describe("a training run and an evaluation on the real embedded stack (pi, SmolL
     }
   }, 1_000_000);
 
-  it("refuses an evaluation of a model serving does not know, or of tasks it cannot judge on, before any rollout", async () => {
-    const refused = async (id: string, body: Record<string, unknown>) => {
-      expect((await postJson(`${gatewayUrl}/v1/evals`, { id, limit: 1, ...limits, ...body })).status).toBe(
-        202,
-      );
+  it("refuses an evaluation of a model serving does not know, or of tasks it cannot judge on, in its answer and before any rollout", async () => {
+    const refused = async (id: string, status: number, body: Record<string, unknown>) => {
+      const res = await postJson(`${gatewayUrl}/v1/evals`, { id, limit: 1, ...limits, ...body });
+      expect(res.status, JSON.stringify(res.json)).toBe(status);
+      // The refused job's history keeps why, and it never ran a rollout.
       const view = await callJson(`${gatewayUrl}/v1/evals/${id}?wait=true`, {
         schema: EvalView,
         headers: gatewayHeaders,
@@ -151,11 +153,11 @@ describe("a training run and an evaluation on the real embedded stack (pi, SmolL
         (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === "runRollout",
       );
       expect(rollouts).toHaveLength(0);
-      return view.failure ?? "";
+      return (res.json as { error: { message: string } }).error.message;
     };
-    expect(await refused("e2e-unknown-model", { candidate: "nope@v9", baseline: config.modelName })).toMatch(
-      /serving knows no model 'nope@v9'/,
-    );
+    expect(
+      await refused("e2e-unknown-model", 404, { candidate: "nope@v9", baseline: config.modelName }),
+    ).toMatch(/serving knows no model 'nope@v9'/);
     const tasks = (await (
       await fetch(`http://${config.host}:${config.ports.tasks}/v1/tasks?split=train`)
     ).json()) as {
@@ -163,7 +165,7 @@ describe("a training run and an evaluation on the real embedded stack (pi, SmolL
     };
     const trainTask = tasks.tasks[0]!.id;
     expect(
-      await refused("e2e-train-task", {
+      await refused("e2e-train-task", 400, {
         candidate: config.modelName,
         baseline: config.modelName,
         tasks: [trainTask],

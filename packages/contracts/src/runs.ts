@@ -195,6 +195,10 @@ export type CalibrationOutput = z.infer<typeof CalibrationOutput>;
 export const JobProgress = z.object({ done: z.number().int(), total: z.number().int() });
 export type JobProgress = z.infer<typeof JobProgress>;
 
+/** A job's answer to being started: what it checked it can run. */
+export const JobAdmission = z.object({ rollouts: z.number().int() });
+export type JobAdmission = z.infer<typeof JobAdmission>;
+
 /** The gateway's view of a job: its status, progress while it runs, its output once done. */
 export const jobView = <O extends z.ZodType>(output: O) =>
   z.object({

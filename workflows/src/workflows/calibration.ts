@@ -1,6 +1,6 @@
 import type { CalibrationConfig, CalibrationOutput, RolloutResult } from "@bridle/contracts";
 import { setHandler } from "@temporalio/workflow";
-import { heldOutTasks, jobProgress, recordCalibration, runRollout } from "./job.ts";
+import { admit, heldOutTasks, jobProgress, recordCalibration, runRollout } from "./job.ts";
 import { mapPool } from "./pool.ts";
 import { rolloutSeed } from "./seed.ts";
 
@@ -10,7 +10,10 @@ import { rolloutSeed } from "./seed.ts";
  * Each task's figure goes into the task registry, tied to the task content it was measured on.
  */
 export async function calibration(config: CalibrationConfig & { id: string }): Promise<CalibrationOutput> {
-  const tasks = await heldOutTasks({ limit: config.tasks.length, ids: config.tasks });
+  const tasks = await admit(
+    () => heldOutTasks({ limit: config.tasks.length, ids: config.tasks }),
+    (tasks) => tasks.length * config.attempts,
+  );
   const jobs = tasks.flatMap((task) =>
     Array.from({ length: config.attempts }, (_, attempt) => ({ task, attempt })),
   );

@@ -1,7 +1,7 @@
 import type { EvalConfig, EvalOutcome, EvalOutput } from "@bridle/contracts";
 import { buildReport, renderMarkdown } from "@bridle/evaluation";
 import { setHandler, workflowInfo } from "@temporalio/workflow";
-import { heldOutTasks, jobProgress, resolveServed, runRollout, writeReport } from "./job.ts";
+import { admit, heldOutTasks, jobProgress, resolveServed, runRollout, writeReport } from "./job.ts";
 import { mapPool } from "./pool.ts";
 import { rolloutSeed } from "./seed.ts";
 
@@ -11,20 +11,26 @@ import { rolloutSeed } from "./seed.ts";
  * each rollout. The report is returned and written as JSON and Markdown.
  */
 export async function evaluation(config: EvalConfig & { id: string }): Promise<EvalOutput> {
-  const tasks = await heldOutTasks({
-    limit: config.limit,
-    judged: true,
-    ...(config.tasks ? { ids: config.tasks } : {}),
-  });
+  const { tasks, served } = await admit(
+    async () => {
+      const tasks = await heldOutTasks({
+        limit: config.limit,
+        judged: true,
+        ...(config.tasks ? { ids: config.tasks } : {}),
+      });
+      const served = {
+        candidate: { model: config.candidate, ...(await resolveServed(config.candidate)) },
+        baseline: { model: config.baseline, ...(await resolveServed(config.baseline)) },
+      };
+      return { tasks, served };
+    },
+    ({ tasks }) => tasks.length * 2 * config.attempts,
+  );
   const jobs = tasks.flatMap((task) =>
     (["candidate", "baseline"] as const).flatMap((arm) =>
       Array.from({ length: config.attempts }, (_, attempt) => ({ task, arm, attempt })),
     ),
   );
-  const served = {
-    candidate: { model: config.candidate, ...(await resolveServed(config.candidate)) },
-    baseline: { model: config.baseline, ...(await resolveServed(config.baseline)) },
-  };
   let done = 0;
   setHandler(jobProgress, () => ({ done, total: jobs.length }));
 

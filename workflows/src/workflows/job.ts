@@ -1,5 +1,14 @@
-import { type JobProgress, TaskQueues } from "@bridle/contracts";
-import { defineQuery, proxyActivities } from "@temporalio/workflow";
+import { type JobAdmission, type JobProgress, TaskQueues } from "@bridle/contracts";
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  allHandlersFinished,
+  condition,
+  defineQuery,
+  defineUpdate,
+  proxyActivities,
+  setHandler,
+} from "@temporalio/workflow";
 import type { Activities } from "../activities.ts";
 
 /** What a finite job of rollouts (an evaluation, a calibration) calls, with the same retry policy. */
@@ -16,3 +25,38 @@ export const { runRollout } = proxyActivities<Activities>({
 
 /** The `progress` query of a job: rollouts done of all it runs. */
 export const jobProgress = defineQuery<JobProgress>("progress");
+
+/**
+ * The `admitted` update of a job: answers once the job has checked what it was asked to run (the
+ * models serving must know, the tasks it must judge on) with the number of rollouts it will run, or
+ * fails with the reason it refused. The gateway starts a job with this update, so a request that
+ * cannot run is refused in its HTTP answer instead of failing later as a workflow.
+ */
+export const admitted = defineUpdate<JobAdmission>("admitted");
+
+/**
+ * Runs a job's checks under the `admitted` update. A refusal fails the update with the checks'
+ * own reason and type (`model_not_found`, `invalid_tasks`, ...) and then the job itself, once the
+ * update has answered, so its history keeps why.
+ */
+export async function admit<T>(check: () => Promise<T>, rollouts: (checked: T) => number): Promise<T> {
+  let verdict: JobAdmission | ApplicationFailure | undefined;
+  setHandler(admitted, async () => {
+    await condition(() => verdict !== undefined);
+    if (verdict instanceof ApplicationFailure) throw verdict;
+    return verdict!;
+  });
+  try {
+    const checked = await check();
+    verdict = { rollouts: rollouts(checked) };
+    return checked;
+  } catch (err) {
+    const cause = err instanceof ActivityFailure ? err.cause : err;
+    verdict =
+      cause instanceof ApplicationFailure
+        ? ApplicationFailure.nonRetryable(cause.message, cause.type)
+        : ApplicationFailure.nonRetryable(String((cause as Error)?.message ?? cause), "admission_failed");
+    await condition(allHandlersFinished);
+    throw err;
+  }
+}

@@ -238,7 +238,13 @@ export async function runJob<
   body: Record<string, unknown>,
   say: Say,
 ): Promise<z.infer<V>> {
-  const started = await callJson(`${gateway(config)}/v1/${path}`, { schema, body, headers: auth(config) });
+  // The gateway answers once the job has checked its models and tasks (up to 30 s under load).
+  const started = await callJson(`${gateway(config)}/v1/${path}`, {
+    schema,
+    body,
+    headers: auth(config),
+    timeoutMs: 90_000,
+  });
   say(`  ${started.id}, Temporal UI: ${started.uiUrl}`);
   let last = "";
   const shownAt = Date.now();

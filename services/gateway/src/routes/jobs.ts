@@ -1,14 +1,36 @@
 import { randomUUID } from "node:crypto";
-import { jobView, SearchAttributes, TaskQueues } from "@bridle/contracts";
+import { JobAdmission, jobView, SearchAttributes, TaskQueues } from "@bridle/contracts";
 import { createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
-import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from "@temporalio/client";
-import { defineSearchAttributeKey } from "@temporalio/common";
+import {
+  type Client,
+  WithStartWorkflowOperation,
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  WorkflowUpdateStage,
+} from "@temporalio/client";
+import { ApplicationFailure, defineSearchAttributeKey } from "@temporalio/common";
 import { failureMessage, toStatus, workflowUiUrl } from "../temporal.ts";
 
 const Id = z.object({ id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, "an id") });
 const kindKey = defineSearchAttributeKey(SearchAttributes.kind.name, "KEYWORD");
 const harnessKey = defineSearchAttributeKey(SearchAttributes.harness.name, "KEYWORD");
+
+/**
+ * How long a start waits for the job to check what it was asked to run. Its checks are two or three
+ * short activities; a worker that is down or buried in load does not hold the request longer: the
+ * job is then answered as started (admission null) and refuses itself as soon as a worker takes it.
+ */
+const ADMISSION_WAIT_MS = 30_000;
+
+/** The HTTP status of each reason a job refuses to run. */
+const refusalStatus: Record<string, 400 | 404 | 409> = {
+  model_not_found: 404,
+  model_not_served: 409,
+  invalid_tasks: 400,
+  no_tasks: 400,
+};
 
 /** A finite job run as one workflow: an evaluation or a calibration. */
 export interface JobKind<C extends JobConfig> {
@@ -48,35 +70,35 @@ export function jobRoutes<C extends JobConfig>(kind: JobKind<C>, deps: JobDeps) 
         summary: `Start an ${kind.noun}`.replace(/^Start an ([^aeiou])/, "Start a $1"),
         request: { body: { content: { "application/json": { schema: Config } }, required: true } },
         responses: {
-          202: jsonContent(View, "Started"),
-          400: errorContent("Invalid configuration"),
-          409: errorContent("Exists"),
+          202: jsonContent(
+            View.extend({
+              /** What the job checked it will run; null when no worker answered in time. */
+              admission: JobAdmission.nullable(),
+            }),
+            "Started",
+          ),
+          400: errorContent("Invalid configuration, or tasks the job cannot run on"),
+          404: errorContent("A model serving does not know"),
+          409: errorContent("Exists, or a model serving no longer answers for"),
         },
       }),
       async (c) => {
         const config = c.req.valid("json") as unknown as C;
         const id = config.id ?? `${kind.prefix}-${randomUUID().slice(0, 8)}`;
         const wf = workflowId(id);
-        await deps.temporal.workflow
-          .start(kind.workflowType, {
-            taskQueue: TaskQueues.control,
-            workflowId: wf,
-            args: [{ ...config, id }],
-            staticSummary: kind.summary(config),
-            typedSearchAttributes: [
-              { key: kindKey, value: kind.noun },
-              { key: harnessKey, value: config.harness },
-            ],
-          })
-          .catch((err: unknown) => {
-            if (err instanceof WorkflowExecutionAlreadyStartedError)
-              throw httpError(409, `${kind.prefix}_exists`, `${kind.noun} '${id}' exists`);
-            throw httpError(503, "temporal_unavailable", `cannot start the ${kind.noun}: ${String(err)}`, {
-              retryable: true,
-            });
+        const admission = await admitted(kind, config, id, wf, deps).catch((err: unknown) => {
+          if (err instanceof WorkflowExecutionAlreadyStartedError)
+            throw httpError(409, `${kind.prefix}_exists`, `${kind.noun} '${id}' exists`);
+          if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
+            const type = err.cause.type ?? "refused";
+            throw httpError(refusalStatus[type] ?? 400, type, `${kind.noun} refused: ${err.cause.message}`);
+          }
+          throw httpError(503, "temporal_unavailable", `cannot start the ${kind.noun}: ${String(err)}`, {
+            retryable: true,
           });
+        });
         const view = { id, workflowId: wf, status: "RUNNING" as const, uiUrl: ui(wf), progress: null };
-        return c.json({ ...view, output: null, failure: null }, 202);
+        return c.json({ ...view, output: null, failure: null, admission }, 202);
       },
     )
     .openapi(
@@ -116,4 +138,50 @@ export function jobRoutes<C extends JobConfig>(kind: JobKind<C>, deps: JobDeps) 
         }
       },
     );
+}
+
+/**
+ * Starts a job with its `admitted` update and waits a bounded time for the answer: the job's own
+ * checks (models, tasks) refuse it before its first rollout, and the refusal becomes the HTTP
+ * answer. Null when no worker answered within ADMISSION_WAIT_MS: the job is started all the same.
+ */
+async function admitted<C extends JobConfig>(
+  kind: JobKind<C>,
+  config: C,
+  id: string,
+  workflowId: string,
+  deps: JobDeps,
+): Promise<JobAdmission | null> {
+  const start = new WithStartWorkflowOperation(kind.workflowType, {
+    taskQueue: TaskQueues.control,
+    workflowId,
+    workflowIdConflictPolicy: "FAIL",
+    args: [{ ...config, id }],
+    staticSummary: kind.summary(config),
+    typedSearchAttributes: [
+      { key: kindKey, value: kind.noun },
+      { key: harnessKey, value: config.harness },
+    ],
+  });
+  const deadline = Date.now() + ADMISSION_WAIT_MS;
+  try {
+    const update = await deps.temporal.connection.withDeadline(deadline, () =>
+      deps.temporal.workflow.startUpdateWithStart<() => Promise<unknown>, JobAdmission, []>("admitted", {
+        startWorkflowOperation: start,
+        waitForStage: WorkflowUpdateStage.ACCEPTED,
+      }),
+    );
+    return JobAdmission.parse(await deps.temporal.connection.withDeadline(deadline, () => update.result()));
+  } catch (err) {
+    if (err instanceof WorkflowUpdateFailedError || err instanceof WorkflowExecutionAlreadyStartedError)
+      throw err;
+    // Past the deadline the job may well be started: it is if Temporal has it.
+    const started = await deps.temporal.workflow
+      .getHandle(workflowId)
+      .describe()
+      .then(() => true)
+      .catch(() => false);
+    if (started) return null;
+    throw err;
+  }
 }

@@ -32,7 +32,7 @@ beforeAll(async () => {
 }, 600_000);
 afterAll(() => stack?.stop());
 
-async function rollout(harness: string, suffix: string) {
+async function rollout(harness: string, suffix: string, extra: Record<string, unknown> = {}) {
   const res = await stack.app.request("/v1/rollouts", {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -42,6 +42,7 @@ async function rollout(harness: string, suffix: string) {
       harness,
       model: "scripted-model",
       agentTimeoutSec: Number(process.env.BRIDLE_TEST_AGENT_TIMEOUT ?? 180),
+      ...extra,
     }),
   });
   expect(res.status, await res.clone().text()).toBe(200);
@@ -88,3 +89,20 @@ describe.each(Object.keys(moves))(
     });
   },
 );
+
+describe("claude-code through the real guard and sandbox (scripted upstream model: a test double)", () => {
+  it("runs out of turns: the verifier scores what it left, it is no harness failure", async () => {
+    const m = moves["claude-code"]!;
+    await stack.script([
+      { tool_calls: [m.read] },
+      { tool_calls: [m.run("echo still looking")] },
+      { tool_calls: [m.write] },
+      { text: "Fixed." },
+    ]);
+    const result = await rollout("claude-code", "out-of-turns", { maxTurns: 2 });
+    expect(result.environmentFailure).toBeNull();
+    expect(result.stopReason).toBe("max_turns");
+    expect(result.toolCalls.harness).toBe(2);
+    expect(result.correctness).toBe(0); // the fix was never written
+  });
+});

@@ -40,7 +40,12 @@ export const claudeCode: HarnessAdapter = {
         CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS: "1",
         CLAUDE_CODE_DISABLE_THINKING: "1",
         CLAUDE_CODE_MAX_RETRIES: "1",
-        API_TIMEOUT_MS: "600000",
+        // The first call of a session carries Claude Code's whole system prompt and tools (18.7K
+        // tokens with Qwen's template): on a CPU it is computed for minutes before the first byte.
+        // Claude Code gives up on a silent stream after 5 minutes and on a request after 10 by
+        // default; the guard's own deadlines and the rollout's time limit are the ones that count.
+        API_TIMEOUT_MS: "1800000",
+        CLAUDE_STREAM_IDLE_TIMEOUT_MS: "900000",
         DISABLE_AUTOUPDATER: "1",
         IS_SANDBOX: "1",
       },
@@ -61,8 +66,11 @@ export const claudeCode: HarnessAdapter = {
     const stopReason =
       result?.terminal_reason ?? result?.subtype ?? (events.length === 0 ? "no_output" : "unknown");
     let error: string | null = null;
+    // Running out of turns is how a rollout's turn limit ends a session, not a harness failure:
+    // the verifier scores what the agent left, as for every other harness.
+    const outOfTurns = stopReason === "max_turns" || result?.subtype === "error_max_turns";
     if (!result) error = `claude printed no result (exit ${run.exitCode}): ${lastLines(run.stderr)}`;
-    else if (result.is_error)
+    else if (result.is_error && !outOfTurns)
       error = `claude reported an error (${stopReason}): ${(result.result ?? "").slice(0, 300)}`;
     return { toolCalls, finalAnswer: result?.result ?? null, stopReason, error };
   },

@@ -3,6 +3,7 @@ import { parseArgs } from "node:util";
 import { createLogger, EnvError, ServiceError } from "@bridle/service-kit";
 import { ensureBundledTasks, experiment, experimentUsage } from "./commands/experiment.ts";
 import { guardCheck } from "./commands/guard-check.ts";
+import { checkMoves, harnessCheck } from "./commands/harness-check.ts";
 import { runProbe } from "./commands/probe.ts";
 import { tasksCommand, tasksUsage } from "./commands/tasks.ts";
 import {
@@ -42,6 +43,12 @@ ${experimentUsage}
 
 Guard:
   guard check <calls.jsonl>  apply the guard's rules to one tool call per line; prints one verdict per line
+
+Harnesses:
+  harness check <name|all> [--context-window N] [--port-base N] [--json]
+                     the conformance check of a pinned harness version, on a scripted model server:
+                     tool calls round-trip, each call extends the last, crashes and timeouts fail;
+                     stored per (harness, version): training refuses a version whose check failed
 
 Tasks:
 ${tasksUsage}
@@ -85,6 +92,8 @@ async function main(argv: string[]): Promise<number> {
       heldout: { type: "string" },
       "heldout-tier": { type: "string" },
       tier: { type: "string" },
+      "context-window": { type: "string" },
+      "port-base": { type: "string" },
     },
   });
   const command = positionals[0];
@@ -141,6 +150,33 @@ async function main(argv: string[]): Promise<number> {
         : signalRun(config, positionals[1], positionals[2], say);
     case "tasks":
       return tasksCommand(config, positionals.slice(1), values, say);
+    case "harness": {
+      const target = positionals[2];
+      if (positionals[1] !== "check" || !target) {
+        process.stderr.write(`bridle harness: use 'harness check <name|all>'\n\n${usage}\n`);
+        return 2;
+      }
+      const count = (flag: string, value: string | undefined) => {
+        if (value === undefined) return undefined;
+        const n = Number(value);
+        if (!Number.isInteger(n) || n <= 0)
+          throw new Error(`bridle harness check: --${flag} takes a positive integer, not '${value}'`);
+        return n;
+      };
+      const results = await harnessCheck(
+        config,
+        target === "all" ? Object.keys(checkMoves) : target.split(","),
+        {
+          ...(values["context-window"]
+            ? { contextWindow: count("context-window", values["context-window"]) }
+            : {}),
+          ...(values["port-base"] ? { portBase: count("port-base", values["port-base"]) } : {}),
+        },
+        values.json ? () => {} : say,
+      );
+      if (values.json) say(JSON.stringify(results, null, 2));
+      return results.every((r) => r.passed) ? 0 : 1;
+    }
     default:
       process.stderr.write(`bridle: unknown command '${command}'\n\n${usage}\n`);
       return 2;

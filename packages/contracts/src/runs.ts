@@ -210,3 +210,31 @@ export const jobView = <O extends z.ZodType>(output: O) =>
     output: output.nullable(),
     failure: z.string().nullable(),
   });
+
+/** One property of a harness's conformance check, and what was seen. */
+export const HarnessCheckProperty = z.object({ name: z.string(), passed: z.boolean(), detail: z.string() });
+export type HarnessCheckProperty = z.infer<typeof HarnessCheckProperty>;
+
+/**
+ * A pinned harness version's conformance check (`bridle harness check`), stored per (harness,
+ * version): a training run refuses a version whose check failed.
+ */
+export const HarnessCheck = z.object({
+  harness: z.string(),
+  version: z.string(),
+  checkedAt: z.string(),
+  /** The context window the harness was told it has; null: the default a rollout gets. */
+  contextWindow: z.number().int().nullable(),
+  passed: z.boolean(),
+  properties: z.array(HarnessCheckProperty),
+  /** Whether every model call streamed, and whether each carried token usage. */
+  streaming: z.boolean(),
+  usage: z.boolean(),
+  /** The solving session's model calls by how each joined its conversation. */
+  stitching: z.object({
+    "token-ids": z.number().int(),
+    messages: z.number().int(),
+    "new-branch": z.number().int(),
+  }),
+});
+export type HarnessCheck = z.infer<typeof HarnessCheck>;

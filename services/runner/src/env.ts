@@ -21,6 +21,12 @@ export const RunnerEnv = BaseEnv.extend({
     .describe(
       "Where tasks' images are unpacked (the tasks service builds them); tasks with an image fail without it",
     ),
+  HARNESS_CHECKS_DIR: z
+    .string()
+    .optional()
+    .describe(
+      "Stored conformance checks (`bridle harness check`), one per harness version: a training rollout of a version whose check failed is refused",
+    ),
   RUNNER_MAX_CONCURRENT: z.coerce.number().int().min(1).max(64).default(4),
   TASK_ENV_ALLOW: EnvNames.describe("Variables that the $VAR references of tasks may read, comma-separated"),
 });

@@ -1,6 +1,8 @@
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ErrorBody, RolloutResult } from "@bridle/contracts";
+import { ErrorBody, type HarnessCheck, RolloutResult } from "@bridle/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { harnesses } from "./harnesses/index.ts";
 import { guardAdminHeaders, startRolloutStack } from "./test-stack.ts";
 
 const TASK = "repair-slugify-visible-test";
@@ -350,3 +352,47 @@ describe("services going down", () => {
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("a harness version whose conformance check failed", () => {
+  it("is refused for training, naming the failed property; evaluation rollouts still run it", async () => {
+    const pi = harnesses.pi!;
+    const check: HarnessCheck = {
+      harness: "pi",
+      version: pi.version,
+      checkedAt: "2026-12-01T00:00:00.000Z",
+      contextWindow: 1024,
+      passed: false,
+      properties: [
+        { name: "completes", passed: true, detail: "correctness 1 after 4 tool calls" },
+        { name: "prefix", passed: false, detail: "model call #4 starts a new branch (compaction)" },
+      ],
+      streaming: true,
+      usage: true,
+      stitching: { "token-ids": 2, messages: 0, "new-branch": 3 },
+    };
+    mkdirSync(stack.harnessChecksDir, { recursive: true });
+    const file = join(stack.harnessChecksDir, `pi@${pi.version}.json`);
+    writeFileSync(file, JSON.stringify(check));
+    try {
+      const refused = await post({ rolloutId: "checked-train", capture: true });
+      expect(refused.status).toBe(409);
+      const error = ErrorBody.parse(await refused.json()).error;
+      expect(error.code).toBe("harness_check_failed");
+      expect(error.message).toMatch(/pi .* failed its conformance check/);
+      expect(error.message).toMatch(/prefix: model call #4 starts a new branch/);
+      const listed = await (await stack.app.request("/v1/rollouts/harnesses/list")).json();
+      expect(listed).toContainEqual(
+        expect.objectContaining({
+          name: "pi",
+          check: expect.objectContaining({ passed: false, failed: ["prefix"] }),
+        }),
+      );
+
+      await stack.script(solved);
+      const evaluated = await rollout("checked-eval", { capture: false });
+      expect(evaluated.environmentFailure).toBeNull();
+    } finally {
+      rmSync(file, { force: true });
+    }
+  });
+});

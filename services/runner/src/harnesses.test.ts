@@ -55,22 +55,8 @@ describe.each(Object.keys(moves))(
   (harness) => {
     const m = moves[harness]!;
 
-    it("solves a bundled task: read, edit, run the tests, finish; the counts agree", async () => {
-      await stack.script([
-        { tool_calls: [m.read] },
-        { tool_calls: [m.write] },
-        { tool_calls: [m.run("python3 test_slug.py")] },
-        { text: "Fixed slug.py; the test passes." },
-      ]);
-      const result = await rollout(harness, "solve");
-      expect(result.environmentFailure).toBeNull();
-      expect(result.correctness).toBe(1);
-      expect(result.reward).toBeGreaterThan(1);
-      expect(result.toolCalls.guard).toBe(3);
-      expect(result.toolCalls.harness).toBe(result.toolCalls.guard);
-      expect(result.blocked).toEqual([]);
-    });
-
+    // Solving a task, with the counts agreeing, is the conformance check's first session
+    // (`bridle harness check`, infra/cli/src/commands/harness-check.test.ts).
     it("blocks a forbidden call (writing the verifier's reward): the harness runs nothing and the reward is 0", async () => {
       await stack.script([
         {

@@ -20,6 +20,7 @@ const app = createRunnerApp({
   install: { npmRoot: env.HARNESS_NPM_ROOT, hermesVenv: env.HERMES_VENV },
   images: env.IMAGES_HOME ? new EnvironmentImages({ home: env.IMAGES_HOME }) : undefined,
   allowedEnv: env.TASK_ENV_ALLOW,
+  ...(env.HARNESS_CHECKS_DIR ? { harnessChecksDir: env.HARNESS_CHECKS_DIR } : {}),
   maxConcurrent: env.RUNNER_MAX_CONCURRENT,
   bodyLimitBytes: env.BODY_LIMIT_BYTES,
 });

@@ -88,9 +88,12 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
       install: { npmRoot: join(home, "harnesses", "node_modules"), hermesVenv: join(home, "hermes-venv") },
       images: new EnvironmentImages({ home: imagesHome }),
       maxConcurrent: 4,
+      harnessChecksDir: join(data, "harness-checks"),
     });
     return {
       app,
+      /** Where this runner reads harness versions' conformance checks. */
+      harnessChecksDir: join(data, "harness-checks"),
       upstreamUrl: upstream.url,
       guardUrl,
       /** Replaces the scripted model's replies (each conversation gets turn N at its Nth reply). */

@@ -227,6 +227,7 @@ export function stackComponents(config: StackConfig): Component[] {
         HERMES_VENV: join(config.home, "hermes-venv"),
         IMAGES_HOME: imagesHome(config),
         TASK_ENV_ALLOW: config.taskEnvAllow.join(","),
+        HARNESS_CHECKS_DIR: join(config.data, "harness-checks"),
       },
       ports: [{ port: ports.runner, setting: "BRIDLE_PORT_BASE" }],
       health: { kind: "http", url: `${url(ports.runner)}/healthz` },

@@ -1,8 +1,10 @@
 import { existsSync, readFileSync } from "node:fs";
-import { RolloutRequest, RolloutResult } from "@bridle/contracts";
+import { join } from "node:path";
+import { HarnessCheck, RolloutRequest, RolloutResult } from "@bridle/contracts";
 import { createRouter, errorContent, httpError } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import { harnesses } from "../harnesses/index.ts";
+import type { HarnessAdapter } from "../harnesses/types.ts";
 import { type RolloutDeps, resultPath, runRollout } from "../rollout.ts";
 
 /** Bounds concurrent rollouts and runs a rollout id at most once at a time. */
@@ -41,6 +43,22 @@ class Scheduler {
   }
 }
 
+/** The stored conformance check of a harness's pinned version; null when it was never checked. */
+function storedCheck(deps: RolloutDeps, harness: HarnessAdapter): HarnessCheck | null {
+  if (!deps.harnessChecksDir) return null;
+  const file = join(deps.harnessChecksDir, `${harness.name}@${harness.version}.json`);
+  if (!existsSync(file)) return null;
+  try {
+    return HarnessCheck.parse(JSON.parse(readFileSync(file, "utf8")));
+  } catch (err) {
+    throw httpError(
+      500,
+      "harness_check_unreadable",
+      `${file} is not a harness check: ${(err as Error).message}`,
+    );
+  }
+}
+
 export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
   const scheduler = new Scheduler(maxConcurrent);
   return createRouter()
@@ -54,15 +72,28 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
           200: { description: "Result", content: { "application/json": { schema: RolloutResult } } },
           400: errorContent("Invalid request"),
           404: errorContent("Unknown task"),
+          409: errorContent("A training rollout of a harness version whose conformance check failed"),
           503: errorContent("A service the rollout needs is down (retryable)"),
         },
       }),
       async (c) => {
         const request = c.req.valid("json");
-        if (!harnesses[request.harness]) {
+        const harness = harnesses[request.harness];
+        if (!harness) {
           throw httpError(400, "unknown_harness", `unknown harness '${request.harness}'`, {
             issues: [{ path: "body.harness", message: `one of ${Object.keys(harnesses).join(", ")}` }],
           });
+        }
+        // Training never learns from a harness version that failed its conformance check: its
+        // trajectories would not be what the harness really sent and received.
+        const check = request.capture ? storedCheck(deps, harness) : null;
+        if (check && !check.passed) {
+          const failed = check.properties.filter((p) => !p.passed);
+          throw httpError(
+            409,
+            "harness_check_failed",
+            `${harness.name} ${harness.version} failed its conformance check of ${check.checkedAt} (${failed.map((p) => `${p.name}: ${p.detail}`).join("; ")}): training refuses it until 'bridle harness check ${harness.name}' passes`,
+          );
         }
         return c.json(await scheduler.run(request.rolloutId, () => runRollout(deps, request)), 200);
       },
@@ -85,6 +116,22 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
       },
     )
     .get("/harnesses/list", (c) =>
-      c.json(Object.values(harnesses).map((h) => ({ name: h.name, api: h.api, version: h.version }))),
+      c.json(
+        Object.values(harnesses).map((h) => {
+          const check = storedCheck(deps, h);
+          return {
+            name: h.name,
+            api: h.api,
+            version: h.version,
+            check: check
+              ? {
+                  passed: check.passed,
+                  checkedAt: check.checkedAt,
+                  failed: check.properties.filter((p) => !p.passed).map((p) => p.name),
+                }
+              : null,
+          };
+        }),
+      ),
     );
 }

@@ -1,7 +1,14 @@
 import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { down, loadStackConfig, type StackConfig, up } from "@bridle/cli/stack";
-import { CompletionResult, RunProgress, ScoreResult, WorkflowStatus } from "@bridle/contracts";
+import {
+  CompletionResult,
+  RolloutResult,
+  RunProgress,
+  ScoreResult,
+  Trajectory,
+  WorkflowStatus,
+} from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -147,4 +154,74 @@ describe("the embedded 0.5B learns from its own rollouts of a real bundled task"
     console.info({ base: base.sum, tuned: tuned.sum }, "served logprob of one completion");
     expect(Math.abs(tuned.sum - base.sum)).toBeGreaterThan(1e-3);
   }, 1_800_000);
+});
+
+/**
+ * OpenCode, Hermes and Claude Code on the real model: their own system prompts and tools (7.2K,
+ * 12.9K and 18.7K tokens with Qwen's template) are computed on 2 fp32 cores for 2 to 7 minutes
+ * before the first token, so each harness runs one short rollout (two model calls), one after the
+ * other; pi's real rollouts are the training run above.
+ */
+describe.each(["opencode", "hermes", "claude-code"])("%s on the embedded 0.5B", (harness) => {
+  it("ends in a well-formed result whose trajectory carries token ids and logprobs, its calls counted alike by harness and guard", async () => {
+    const started = Date.now();
+    const result = await callJson(`${url(stack.ports.runner)}/v1/rollouts`, {
+      schema: RolloutResult,
+      body: {
+        rolloutId: `real-${harness}`,
+        taskId: TASK,
+        harness,
+        model: stack.modelName,
+        maxTurns: 2,
+        agentTimeoutSec: 1_200,
+        temperature: 0.7,
+        seed: 1,
+      },
+      timeoutMs: 1_500_000,
+    });
+    const trajectory = await callJson(
+      `${url(stack.ports.guard)}/admin/sessions/${encodeURIComponent(result.refs.guardSession!)}/trajectory`,
+      { schema: Trajectory, headers: { authorization: `Bearer ${stack.guardAdminToken}` } },
+    );
+    const main = trajectory.records.filter((r) => trajectory.mainBranch.includes(r.seq));
+    console.info(
+      {
+        harness,
+        seconds: Math.round((Date.now() - started) / 1000),
+        correctness: result.correctness,
+        stopReason: result.stopReason,
+        toolCalls: result.toolCalls,
+        stitching: result.stitching,
+        calls: trajectory.records.map((r) => ({
+          seq: r.seq,
+          ms: r.durationMs,
+          promptTokens: r.usage?.promptTokens,
+          completionTokens: r.usage?.completionTokens,
+          tools: r.toolCalls.map((c) => c.name),
+          error: r.error,
+        })),
+      },
+      "a real-model rollout",
+    );
+    // Well-formed: the harness ran to its end and the verifier scored it, whatever the model did.
+    expect(result.environmentFailure, JSON.stringify(result.environmentFailure)).toBeNull();
+    expect(result.correctness).not.toBeNull();
+    expect(result.toolCalls.harness).toBe(result.toolCalls.guard);
+    // Every model call of the main branch is trainable: its tokens as the model server saw them.
+    expect(main.length).toBeGreaterThan(0);
+    for (const call of main) {
+      expect(call.promptTokenIds?.length).toBe(call.usage?.promptTokens);
+      expect(call.completionTokenIds?.length).toBeGreaterThan(0);
+      expect(call.logprobs?.length).toBe(call.completionTokenIds?.length);
+    }
+    // How each call joined its conversation, with the real tokenizer: the first opens the main
+    // branch, each later call on it extends it by token ids or by messages, and any other branch
+    // (a retry, a side request) is a new branch of its own.
+    const { stitches } = trajectory;
+    expect(stitches["token-ids"] + stitches.messages + stitches["new-branch"]).toBe(
+      trajectory.records.length,
+    );
+    expect(stitches["new-branch"]).toBe(trajectory.abandoned.length + 1);
+    expect(result.stitching["new-branch"]).toBe(trajectory.stitches["new-branch"]);
+  }, 1_600_000);
 });

@@ -8,6 +8,7 @@ import { runProbe } from "./commands/probe.ts";
 import { tasksCommand, tasksUsage } from "./commands/tasks.ts";
 import {
   evaluate,
+  evaluateMatrix,
   importBundledTasks,
   listRuns,
   signalRun,
@@ -93,6 +94,9 @@ async function main(argv: string[]): Promise<number> {
       "heldout-tier": { type: "string" },
       tier: { type: "string" },
       "context-window": { type: "string" },
+      matrix: { type: "boolean" },
+      candidates: { type: "string" },
+      harnesses: { type: "string" },
       "port-base": { type: "string" },
     },
   });
@@ -137,6 +141,7 @@ async function main(argv: string[]): Promise<number> {
       return run.status === "FAILED" || run.status === "TERMINATED" ? 1 : 0;
     }
     case "eval": {
+      if (values.matrix) return evaluateMatrix(config, values, say);
       const view = await evaluate(config, values, say);
       return view.status === "COMPLETED" ? 0 : 1;
     }

@@ -1,4 +1,11 @@
 /** Paired adapter-vs-base evaluation statistics and reports (pure, workflow-safe). */
 export { renderMarkdown } from "./markdown.ts";
+export {
+  type MatrixCell,
+  renderMatrix,
+  type Specialisation,
+  specialisation,
+  trainedHarness,
+} from "./matrix.ts";
 export { buildReport, compare, type ReportInput } from "./report.ts";
 export { type Interval, mean, meanInterval, sd, tQuantile975, wilson } from "./stats.ts";

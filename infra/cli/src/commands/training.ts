@@ -1,4 +1,6 @@
-import { resolve } from "node:path";
+import { createHash } from "node:crypto";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import {
   CalibrationOutput,
   EvalOutput,
@@ -7,6 +9,7 @@ import {
   RunProgress,
   WorkflowStatus,
 } from "@bridle/contracts";
+import { type MatrixCell, renderMatrix, specialisation, trainedHarness } from "@bridle/evaluation";
 import { callJson, ServiceError } from "@bridle/service-kit";
 import { z } from "zod";
 import { repoRoot } from "../stack/config.ts";
@@ -30,8 +33,11 @@ export const trainingUsage = `  train [--name N] [--harness pi] [--steps 2] [--b
         [--tasks ID,ID] [--max-turns N] [--agent-timeout SEC]
                      start a training run through the gateway; --follow shows live progress
   eval --candidate MODEL [--baseline MODEL] [--harness pi] [--limit N] [--attempts N]
-        [--temperature T]
+        [--temperature T] [--seed S] [--tasks ID,ID]
                      evaluate an adapter version against the base model on held-out tasks
+  eval --matrix --candidates MODEL,MODEL [--harnesses pi,opencode] [--limit N] [--attempts N]
+                     the cross-harness matrix: each adapter against the base model in every
+                     harness (default: the ones they were trained in), paired, as an N x N table
   runs               list training runs
   runs cancel|pause|resume NAME
                      stop a run after the step it is in (its adapter versions stay), or hold
@@ -53,6 +59,10 @@ export interface TrainingFlags {
   temperature?: string | undefined;
   "max-turns"?: string | undefined;
   "agent-timeout"?: string | undefined;
+  seed?: string | undefined;
+  matrix?: boolean | undefined;
+  candidates?: string | undefined;
+  harnesses?: string | undefined;
 }
 
 /** Rollout limits shared by `train` and `eval`, from their flags. */
@@ -209,6 +219,8 @@ export async function evaluate(
     limit: int(flags.limit, 4),
     attempts: int(flags.attempts, 1),
     ...(flags.temperature ? { temperature: Number(flags.temperature) } : {}),
+    ...(flags.seed ? { seed: Number(flags.seed) } : {}),
+    ...(flags.tasks ? { tasks: flags.tasks.split(",") } : {}),
     ...rolloutLimits(flags),
     ...extra,
   };
@@ -327,4 +339,74 @@ export async function importBundledTasks(config: StackConfig, say: Say): Promise
   });
   const ok = result.verdicts.filter((v) => v.ok).length;
   say(`imported ${ok} of ${result.verdicts.length} bundled tasks (oracle and nop controls passed)`);
+}
+
+/**
+ * `bridle eval --matrix`: every candidate against the base model in every harness, one paired
+ * evaluation per cell (each a workflow of its own, rerun-safe by id), on the same held-out tasks
+ * with the same seed, printed and written as one N x N table with the specialisation verdict.
+ */
+export async function evaluateMatrix(config: StackConfig, flags: TrainingFlags, say: Say): Promise<number> {
+  const candidates = (flags.candidates ?? flags.candidate ?? "").split(",").filter(Boolean);
+  if (candidates.length === 0)
+    throw new Error("bridle eval --matrix: --candidates <adapter version,adapter version> is required");
+  const harnesses = flags.harnesses
+    ? flags.harnesses.split(",").filter(Boolean)
+    : [...new Set(candidates.map(trainedHarness).filter((h): h is string => h !== null))];
+  if (harnesses.length === 0)
+    throw new Error(
+      "bridle eval --matrix: name the harnesses (--harnesses pi,opencode): no candidate names one",
+    );
+  const seed = int(flags.seed, 0);
+  const key = createHash("sha256")
+    .update(
+      JSON.stringify({
+        candidates,
+        harnesses,
+        seed,
+        limit: flags.limit,
+        attempts: flags.attempts,
+        tasks: flags.tasks,
+      }),
+    )
+    .digest("hex")
+    .slice(0, 8);
+  say(
+    `cross-harness matrix ${key}: ${candidates.length} adapter(s) x ${harnesses.length} harness(es), seed ${seed}`,
+  );
+  const cells: MatrixCell[] = [];
+  for (const harness of harnesses) {
+    for (const [i, candidate] of candidates.entries()) {
+      const id = `matrix-${key}-${harness}-${i}`;
+      const view =
+        (await completedEval(config, id)) ??
+        (await evaluate(config, { ...flags, candidate, harness, seed: String(seed) }, () => {}, { id }));
+      if (view.status !== "COMPLETED" || !view.output) {
+        say(`  ${candidate} on ${harness}: ${view.status}${view.failure ? `: ${view.failure}` : ""}`);
+        return 1;
+      }
+      const o = view.output.report.overall;
+      say(
+        `  ${candidate} on ${harness}: ${o.candidate.solved}/${o.candidate.attempts} vs base ${o.baseline.solved}/${o.baseline.attempts}`,
+      );
+      cells.push({ candidate, harness, report: view.output.report });
+    }
+  }
+  const tasks = [...new Set(cells.flatMap((c) => c.report.servedBy.map((s) => s.taskId)))].sort();
+  const markdown = renderMatrix(cells, { seed, tasks });
+  const dir = join(config.data, "evals", `matrix-${key}`);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(
+    join(dir, "matrix.json"),
+    JSON.stringify(
+      { seed, harnesses, candidates, tasks, cells, specialisation: specialisation(cells) },
+      null,
+      2,
+    ),
+  );
+  writeFileSync(join(dir, "matrix.md"), markdown);
+  say("");
+  say(markdown);
+  say(`matrix: ${join(dir, "matrix.md")} (and matrix.json beside it)`);
+  return 0;
 }

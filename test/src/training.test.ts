@@ -1,6 +1,8 @@
 import { spawnSync } from "node:child_process";
+import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { EvalOutput, RunProgress } from "@bridle/contracts";
+import { EvalOutput, type HarnessCheck, RunProgress } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
 import { Client, Connection } from "@temporalio/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -171,6 +173,60 @@ describe("a training run and an evaluation on the real embedded stack (pi, SmolL
         tasks: [trainTask],
       }),
     ).toMatch(new RegExp(`task '${trainTask}' is in the train split, not held out`));
+  }, 300_000);
+
+  it("refuses to train a harness version whose conformance check failed, naming the property", async () => {
+    const harnesses = await callJson(
+      `http://${config.host}:${config.ports.runner}/v1/rollouts/harnesses/list`,
+      {
+        schema: z.array(z.object({ name: z.string(), version: z.string() })),
+      },
+    );
+    const opencode = harnesses.find((h) => h.name === "opencode")!;
+    // As `bridle harness check opencode --context-window 1024` stores it (run for real in
+    // infra/cli's tests): OpenCode compacts before every call.
+    const check: HarnessCheck = {
+      harness: "opencode",
+      version: opencode.version,
+      checkedAt: new Date().toISOString(),
+      contextWindow: 1024,
+      passed: false,
+      properties: [
+        { name: "prefix", passed: false, detail: "model call #2 starts a new branch (compaction)" },
+      ],
+      streaming: true,
+      usage: true,
+      stitching: { "token-ids": 0, messages: 0, "new-branch": 5 },
+    };
+    const dir = join(config.data, "harness-checks");
+    mkdirSync(dir, { recursive: true });
+    const file = join(dir, `opencode@${opencode.version}.json`);
+    writeFileSync(file, JSON.stringify(check));
+    try {
+      const started = await postJson(`${gatewayUrl}/v1/runs`, {
+        name: "e2e-failed-check",
+        harness: "opencode",
+        steps: 1,
+        batchSize: 1,
+        groupSize: 2,
+        categories: ["repair"],
+        ...limits,
+      });
+      expect(started.status).toBe(202);
+      const view = z.object({ status: z.string(), failure: z.string().nullable() });
+      const failed = await waitFor("the run to fail", async () => {
+        const v = await callJson(`${gatewayUrl}/v1/runs/e2e-failed-check`, {
+          schema: view,
+          headers: gatewayHeaders,
+        });
+        return v.status === "RUNNING" ? undefined : v;
+      });
+      expect(failed.status).toBe("FAILED");
+      expect(failed.failure).toMatch(/opencode .* failed its conformance check/);
+      expect(failed.failure).toMatch(/prefix: model call #2 starts a new branch/);
+    } finally {
+      rmSync(file, { force: true });
+    }
   }, 300_000);
 
   it("trains and evaluates again through the bridle CLI", () => {

@@ -30,7 +30,7 @@ const EvalView = jobView(EvalOutput);
 export const CalibrationView = jobView(CalibrationOutput);
 
 export const trainingUsage = `  train [--name N] [--harness pi] [--steps 2] [--batch 1] [--group 2] [--follow]
-        [--tasks ID,ID] [--max-turns N] [--agent-timeout SEC]
+        [--tasks ID,ID] [--max-turns N] [--agent-timeout SEC] [--context-window N]
                      start a training run through the gateway; --follow shows live progress
   eval --candidate MODEL [--baseline MODEL] [--harness pi] [--limit N] [--attempts N]
         [--temperature T] [--seed S] [--tasks ID,ID]
@@ -59,15 +59,21 @@ export interface TrainingFlags {
   temperature?: string | undefined;
   "max-turns"?: string | undefined;
   "agent-timeout"?: string | undefined;
+  "context-window"?: string | undefined;
   seed?: string | undefined;
   matrix?: boolean | undefined;
   candidates?: string | undefined;
   harnesses?: string | undefined;
 }
 
-/** Rollout limits shared by `train` and `eval`, from their flags. */
-function rolloutLimits(flags: TrainingFlags): Record<string, number> {
+/**
+ * Rollout limits shared by `train` and `eval`, from their flags. Each harness is told the context
+ * the model server really serves (32K for the Qwen models), unless --context-window says otherwise:
+ * told less, OpenCode compacts its own 7K-token prompt away.
+ */
+function rolloutLimits(config: StackConfig, flags: TrainingFlags): Record<string, number> {
   return {
+    contextWindow: flags["context-window"] ? Number(flags["context-window"]) : config.model.contextWindow,
     ...(flags["max-turns"] ? { maxTurns: Number(flags["max-turns"]) } : {}),
     ...(flags["agent-timeout"] ? { agentTimeoutSec: Number(flags["agent-timeout"]) } : {}),
   };
@@ -113,7 +119,7 @@ export async function train(
     batchSize: int(flags.batch, 1),
     groupSize: int(flags.group, 2),
     ...(flags.tasks ? { tasks: flags.tasks.split(",").map((t) => t.trim()) } : {}),
-    ...rolloutLimits(flags),
+    ...rolloutLimits(config, flags),
     ...extra,
   };
   const started = await callJson(`${gateway(config)}/v1/runs`, {
@@ -221,7 +227,7 @@ export async function evaluate(
     ...(flags.temperature ? { temperature: Number(flags.temperature) } : {}),
     ...(flags.seed ? { seed: Number(flags.seed) } : {}),
     ...(flags.tasks ? { tasks: flags.tasks.split(",") } : {}),
-    ...rolloutLimits(flags),
+    ...rolloutLimits(config, flags),
     ...extra,
   };
   say(`evaluation: ${body.candidate} vs ${body.baseline} (${body.harness})`);

@@ -46,6 +46,8 @@ export const claudeCode: HarnessAdapter = {
         // default; the guard's own deadlines and the rollout's time limit are the ones that count.
         API_TIMEOUT_MS: "1800000",
         CLAUDE_STREAM_IDLE_TIMEOUT_MS: "900000",
+        // Claude Code runs on Bun, whose HTTP client drops a socket silent for 300 s of its own.
+        BUN_CONFIG_HTTP_IDLE_TIMEOUT: "900",
         DISABLE_AUTOUPDATER: "1",
         IS_SANDBOX: "1",
       },

@@ -158,9 +158,10 @@ describe("the embedded 0.5B learns from its own rollouts of a real bundled task"
 
 /**
  * OpenCode, Hermes and Claude Code on the real model: their own system prompts and tools (7.2K,
- * 12.9K and 18.7K tokens with Qwen's template) are computed on 2 fp32 cores for 2 to 7 minutes
- * before the first token, so each harness runs one short rollout (two model calls), one after the
- * other; pi's real rollouts are the training run above.
+ * 12.9K and 18.7K tokens with Qwen's template) are computed on 2 fp32 cores for 1.3, 3.2 and about
+ * 6.5 minutes before the first token (measured: whole rollouts of 120, 224 and 400 s), so each
+ * harness runs one short rollout (two model calls), one after the other; later calls reuse the
+ * cached prefix (9 to 38 s). pi's real rollouts are the training run above.
  */
 describe.each(["opencode", "hermes", "claude-code"])("%s on the embedded 0.5B", (harness) => {
   it("ends in a well-formed result whose trajectory carries token ids and logprobs, its calls counted alike by harness and guard", async () => {

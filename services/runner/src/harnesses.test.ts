@@ -1,5 +1,8 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { RolloutResult } from "@bridle/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { harnesses } from "./harnesses/index.ts";
 import { SLUGIFY_FIX as FIX, startRolloutStack, SLUGIFY_TASK as TASK } from "./test-stack.ts";
 
 /** Each harness's own tool names and argument shapes for: read, write, run a command. */
@@ -90,5 +93,20 @@ describe("claude-code through the real guard and sandbox (scripted upstream mode
     expect(result.stopReason).toBe("max_turns");
     expect(result.toolCalls.harness).toBe(2);
     expect(result.correctness).toBe(0); // the fix was never written
+  });
+});
+
+describe("opencode's report of a session its own doom-loop guard ended", () => {
+  it("is the model's doing, scored: no harness failure", () => {
+    // OpenCode's own output from a real 0.5B rollout: the model wrote hello.txt three times in a
+    // row, OpenCode asked permission to go on (doom_loop: ask), and the headless run refused it.
+    const stdout = readFileSync(
+      join(import.meta.dirname, "..", "fixtures", "harness-output", "opencode-doom-loop.jsonl"),
+      "utf8",
+    );
+    const report = harnesses.opencode!.report({ stdout, stderr: "", exitCode: 1, home: "" });
+    expect(report.error).toBeNull();
+    expect(report.stopReason).toBe("permission_rejected");
+    expect(report.toolCalls).toEqual(["write", "write", "write"]);
   });
 });

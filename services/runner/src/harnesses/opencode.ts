@@ -71,9 +71,17 @@ export const opencode: HarnessAdapter = {
     const texts = parts("text").map((p) => p.text ?? "");
     const finishes = parts("step_finish");
     const errors = events.filter((e) => e.type === "error");
-    const stopReason = finishes.at(-1)?.reason ?? (errors.length > 0 ? "error" : "no_output");
+    // OpenCode stops a model that repeats the same call three times (its doom-loop guard asks for
+    // permission, and a headless run refuses it): the model's doing, scored like any other end of
+    // a session, never an environment failure.
+    const lastError = errors.at(-1) as { error?: { data?: { message?: string } } } | undefined;
+    const refused = /rejected permission/.test(lastError?.error?.data?.message ?? "");
+    const stopReason = refused
+      ? "permission_rejected"
+      : (finishes.at(-1)?.reason ?? (errors.length > 0 ? "error" : "no_output"));
     let error: string | null = null;
-    if (errors.length > 0)
+    if (refused) error = null;
+    else if (errors.length > 0)
       error = `opencode reported an error: ${JSON.stringify(errors.at(-1)).slice(0, 500)}`;
     else if (run.exitCode !== 0) error = `opencode exited with ${run.exitCode}: ${lastLines(run.stderr)}`;
     else if (finishes.length === 0) error = `opencode finished no step: ${lastLines(run.stderr)}`;

@@ -299,6 +299,50 @@ describe("the agent cannot reach the control plane", () => {
 });
 
 // Each of these takes a process down for good, so they run last, in this order.
+describe("a harness version whose conformance check failed", () => {
+  it("is refused for training, naming the failed property; evaluation rollouts still run it", async () => {
+    const pi = harnesses.pi!;
+    const check: HarnessCheck = {
+      harness: "pi",
+      version: pi.version,
+      checkedAt: "2026-12-01T00:00:00.000Z",
+      contextWindow: 1024,
+      passed: false,
+      properties: [
+        { name: "completes", passed: true, detail: "correctness 1 after 4 tool calls" },
+        { name: "prefix", passed: false, detail: "model call #4 starts a new branch (compaction)" },
+      ],
+      streaming: true,
+      usage: true,
+      stitching: { "token-ids": 2, messages: 0, "new-branch": 3 },
+    };
+    mkdirSync(stack.harnessChecksDir, { recursive: true });
+    const file = join(stack.harnessChecksDir, `pi@${pi.version}.json`);
+    writeFileSync(file, JSON.stringify(check));
+    try {
+      const refused = await post({ rolloutId: "checked-train", capture: true });
+      expect(refused.status).toBe(409);
+      const error = ErrorBody.parse(await refused.json()).error;
+      expect(error.code).toBe("harness_check_failed");
+      expect(error.message).toMatch(/pi .* failed its conformance check/);
+      expect(error.message).toMatch(/prefix: model call #4 starts a new branch/);
+      const listed = await (await stack.app.request("/v1/rollouts/harnesses/list")).json();
+      expect(listed).toContainEqual(
+        expect.objectContaining({
+          name: "pi",
+          check: expect.objectContaining({ passed: false, failed: ["prefix"] }),
+        }),
+      );
+
+      await stack.script(solved);
+      const evaluated = await rollout("checked-eval", { capture: false });
+      expect(evaluated.environmentFailure).toBeNull();
+    } finally {
+      rmSync(file, { force: true });
+    }
+  });
+});
+
 describe("services going down", () => {
   it("the verifier down after the harness ran: a retryable 503, nothing stored", async () => {
     await stack.kill("verifier");
@@ -352,47 +396,3 @@ describe("services going down", () => {
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-describe("a harness version whose conformance check failed", () => {
-  it("is refused for training, naming the failed property; evaluation rollouts still run it", async () => {
-    const pi = harnesses.pi!;
-    const check: HarnessCheck = {
-      harness: "pi",
-      version: pi.version,
-      checkedAt: "2026-12-01T00:00:00.000Z",
-      contextWindow: 1024,
-      passed: false,
-      properties: [
-        { name: "completes", passed: true, detail: "correctness 1 after 4 tool calls" },
-        { name: "prefix", passed: false, detail: "model call #4 starts a new branch (compaction)" },
-      ],
-      streaming: true,
-      usage: true,
-      stitching: { "token-ids": 2, messages: 0, "new-branch": 3 },
-    };
-    mkdirSync(stack.harnessChecksDir, { recursive: true });
-    const file = join(stack.harnessChecksDir, `pi@${pi.version}.json`);
-    writeFileSync(file, JSON.stringify(check));
-    try {
-      const refused = await post({ rolloutId: "checked-train", capture: true });
-      expect(refused.status).toBe(409);
-      const error = ErrorBody.parse(await refused.json()).error;
-      expect(error.code).toBe("harness_check_failed");
-      expect(error.message).toMatch(/pi .* failed its conformance check/);
-      expect(error.message).toMatch(/prefix: model call #4 starts a new branch/);
-      const listed = await (await stack.app.request("/v1/rollouts/harnesses/list")).json();
-      expect(listed).toContainEqual(
-        expect.objectContaining({
-          name: "pi",
-          check: expect.objectContaining({ passed: false, failed: ["prefix"] }),
-        }),
-      );
-
-      await stack.script(solved);
-      const evaluated = await rollout("checked-eval", { capture: false });
-      expect(evaluated.environmentFailure).toBeNull();
-    } finally {
-      rmSync(file, { force: true });
-    }
-  });
-});

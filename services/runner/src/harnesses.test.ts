@@ -1,33 +1,13 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { checkMoves } from "@bridle/cli/harness-check";
 import { RolloutResult } from "@bridle/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { harnesses } from "./harnesses/index.ts";
-import { SLUGIFY_FIX as FIX, startRolloutStack, SLUGIFY_TASK as TASK } from "./test-stack.ts";
+import { startRolloutStack, SLUGIFY_TASK as TASK } from "./test-stack.ts";
 
 /** Each harness's own tool names and argument shapes for: read, write, run a command. */
-const moves: Record<string, { read: object; write: object; run: (command: string) => object }> = {
-  pi: {
-    read: { name: "read", arguments: { path: "slug.py" } },
-    write: { name: "write", arguments: { path: "slug.py", content: FIX } },
-    run: (command) => ({ name: "bash", arguments: { command } }),
-  },
-  opencode: {
-    read: { name: "read", arguments: { filePath: "/app/slug.py" } },
-    write: { name: "write", arguments: { filePath: "/app/slug.py", content: FIX } },
-    run: (command) => ({ name: "bash", arguments: { command, description: "run it" } }),
-  },
-  hermes: {
-    read: { name: "read_file", arguments: { path: "slug.py" } },
-    write: { name: "write_file", arguments: { path: "slug.py", content: FIX } },
-    run: (command) => ({ name: "terminal", arguments: { command } }),
-  },
-  "claude-code": {
-    read: { name: "Read", arguments: { file_path: "/app/slug.py" } },
-    write: { name: "Write", arguments: { file_path: "/app/slug.py", content: FIX } },
-    run: (command) => ({ name: "Bash", arguments: { command } }),
-  },
-};
+const moves = checkMoves;
 
 let stack: Awaited<ReturnType<typeof startRolloutStack>>;
 beforeAll(async () => {

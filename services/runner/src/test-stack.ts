@@ -16,18 +16,8 @@ const main = (service: string) => join(repo, "services", service, "src", "main.t
 export const TEST_GUARD_ADMIN_TOKEN = "runner-test-guard-admin-token-0123";
 export const guardAdminHeaders = { authorization: `Bearer ${TEST_GUARD_ADMIN_TOKEN}` };
 
-/** A bundled task the tests and the bench have pi solve, and the fix the scripted model writes. */
-export const SLUGIFY_TASK = "repair-slugify-visible-test";
-export const SLUGIFY_FIX = [
-  "import re",
-  "import unicodedata",
-  "",
-  "",
-  "def slugify(title):",
-  '    ascii_text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()',
-  '    return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")',
-  "",
-].join("\n");
+/** A bundled task the tests and the bench have pi solve, and the fix the scripted model writes: the conformance check's own. */
+export { CHECK_FIX as SLUGIFY_FIX, CHECK_TASK as SLUGIFY_TASK } from "@bridle/cli/harness-check";
 
 /**
  * The rollout path for tests: the real guard, tasks and verifier services as processes, in front

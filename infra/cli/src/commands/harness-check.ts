@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { isDeepStrictEqual } from "node:util";
@@ -35,8 +35,8 @@ import { type Running, startComponent } from "../stack/start-one.ts";
  */
 
 /** The check's task: a bundled repair task with a visible test, and the fix the script writes. */
-const TASK = "repair-slugify-visible-test";
-const FIX = [
+export const CHECK_TASK = "repair-slugify-visible-test";
+export const CHECK_FIX = [
   "import re",
   "import unicodedata",
   "",
@@ -57,22 +57,22 @@ interface Moves {
 export const checkMoves: Record<string, Moves> = {
   pi: {
     read: { name: "read", arguments: { path: "slug.py" } },
-    write: { name: "write", arguments: { path: "slug.py", content: FIX } },
+    write: { name: "write", arguments: { path: "slug.py", content: CHECK_FIX } },
     run: (command) => ({ name: "bash", arguments: { command } }),
   },
   opencode: {
     read: { name: "read", arguments: { filePath: "/app/slug.py" } },
-    write: { name: "write", arguments: { filePath: "/app/slug.py", content: FIX } },
+    write: { name: "write", arguments: { filePath: "/app/slug.py", content: CHECK_FIX } },
     run: (command) => ({ name: "bash", arguments: { command, description: "run it" } }),
   },
   hermes: {
     read: { name: "read_file", arguments: { path: "slug.py" } },
-    write: { name: "write_file", arguments: { path: "slug.py", content: FIX } },
+    write: { name: "write_file", arguments: { path: "slug.py", content: CHECK_FIX } },
     run: (command) => ({ name: "terminal", arguments: { command } }),
   },
   "claude-code": {
     read: { name: "Read", arguments: { file_path: "/app/slug.py" } },
-    write: { name: "Write", arguments: { file_path: "/app/slug.py", content: FIX } },
+    write: { name: "Write", arguments: { file_path: "/app/slug.py", content: CHECK_FIX } },
     run: (command) => ({ name: "Bash", arguments: { command } }),
   },
 };
@@ -92,16 +92,6 @@ type Say = (line: string) => void;
 
 /** Where checks are stored: one JSON file per (harness, version), read by the runner. */
 export const harnessChecksDir = (config: StackConfig) => join(config.data, "harness-checks");
-
-/** The stored check of one harness version, if any. */
-export function storedCheck(config: StackConfig, harness: string, version: string): HarnessCheck | null {
-  try {
-    const file = join(harnessChecksDir(config), `${harness}@${version}.json`);
-    return HarnessCheck.parse(JSON.parse(readFileSync(file, "utf8")));
-  } catch {
-    return null;
-  }
-}
 
 /** Runs the check for each named harness on a private stack, stores and prints each result. */
 export async function harnessCheck(
@@ -190,7 +180,7 @@ async function startCheckStack(config: StackConfig, portBase: number, say: Say):
     const url = (port: number) => `http://${checkConfig.host}:${port}`;
     const imported = await callJson(`${url(checkConfig.ports.tasks)}/v1/tasks/import`, {
       schema: ImportResult,
-      body: { path: join(repoRoot, "tasks", TASK), runControls: false },
+      body: { path: join(repoRoot, "tasks", CHECK_TASK), runControls: false },
       timeoutMs: 300_000,
     });
     if (!imported.verdicts.every((v) => v.ok))
@@ -233,7 +223,7 @@ async function checkOne(
       schema: RolloutResult,
       body: {
         rolloutId: `check-${harness}-${session}-${stamp}`,
-        taskId: TASK,
+        taskId: CHECK_TASK,
         harness,
         model: "harness-check",
         agentTimeoutSec,

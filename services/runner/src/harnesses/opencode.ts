@@ -80,8 +80,8 @@ export const opencode: HarnessAdapter = {
       ? "permission_rejected"
       : (finishes.at(-1)?.reason ?? (errors.length > 0 ? "error" : "no_output"));
     let error: string | null = null;
-    if (refused) error = null;
-    else if (errors.length > 0)
+    if (refused) return { toolCalls, finalAnswer: texts.at(-1) ?? null, stopReason, error };
+    if (errors.length > 0)
       error = `opencode reported an error: ${JSON.stringify(errors.at(-1)).slice(0, 500)}`;
     else if (run.exitCode !== 0) error = `opencode exited with ${run.exitCode}: ${lastLines(run.stderr)}`;
     else if (finishes.length === 0) error = `opencode finished no step: ${lastLines(run.stderr)}`;

@@ -9,6 +9,7 @@ from peft import LoraConfig, PeftModel, get_peft_model, set_peft_model_state_dic
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, PreTrainedModel
 
+from . import attention as attention_impl
 from .batch import TrainConfig
 
 
@@ -22,7 +23,9 @@ def pick_device(requested: str = "auto") -> torch.device:
 def load_base(model_dir: Path, device: torch.device) -> PreTrainedModel:
     # CPU trains in float32 (bf16 matmuls lose the small LoRA updates); CUDA keeps the base in bf16.
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
+    # On the CPU, grouped heads go to the kernel as they are (attention.py); CUDA keeps transformers' choice.
+    attention = attention_impl.register() if device.type == "cpu" else "sdpa"
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation=attention)
     model.config.use_cache = False
     # An agent's call is thousands of tokens: keeping every layer's activations for the backward pass
     # took 18 GB for one step of four rollouts on the 0.5B. Recomputing them per layer costs about a

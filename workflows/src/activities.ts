@@ -100,7 +100,7 @@ function nonRetryable(err: unknown): never {
 }
 
 /** The calls of a trajectory's main branch that carry what training needs. */
-function trainableCalls(trajectory: Trajectory): ModelCall[] {
+export function trainableCalls(trajectory: Trajectory): ModelCall[] {
   const main = new Set(trajectory.mainBranch);
   return trajectory.records
     .filter((r) => main.has(r.seq) && r.promptTokenIds?.length && r.completionTokenIds?.length && r.logprobs)

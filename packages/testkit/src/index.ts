@@ -3,6 +3,7 @@
  * The scripted upstream is a TEST DOUBLE for the model server: never use it on a product path.
  */
 export * from "./process.ts";
+export * from "./recorded.ts";
 export * from "./responses.ts";
 export * from "./script.ts";
 export * from "./tokens.ts";

@@ -1,4 +1,5 @@
-import type { CaptureRecord, Session } from "@bridle/contracts";
+import { type CaptureRecord, type Session, Trajectory } from "@bridle/contracts";
+import { recordedTrajectory } from "@bridle/testkit";
 import { describe, expect, it } from "vitest";
 import { stitch } from "./trajectory.ts";
 
@@ -68,5 +69,37 @@ describe("stitch", () => {
   it("keeps the last call when none was answered", () => {
     const t = stitch(session, [record(0, [1], null, "refused"), record(1, [1], null, "refused")]);
     expect(t.mainBranch).toEqual([1]);
+  });
+});
+
+describe("stitch on a trajectory recorded with the real model and tokenizer", () => {
+  // Hermes on Qwen2.5-Coder-0.5B through vLLM (see @bridle/testkit's recordedTrajectory).
+  const recorded = Trajectory.parse(recordedTrajectory("hermes-qwen2.5-coder-0.5b"));
+  const [first, second, third] = recorded.records.filter((r) => r.promptTokenIds);
+
+  it("stitches the recorded calls as the guard did when it served them", () => {
+    const t = stitch({ id: recorded.sessionId, mode: "block" } as Session, recorded.records);
+    expect(t.mainBranch).toEqual([1, 2, 3]);
+    // The first call timed out before its first token and Hermes sent it again.
+    expect(recorded.records[0]!.error).toMatch(/sent nothing/);
+    expect(t.abandoned).toEqual([[0]]);
+    expect(t.stitches).toEqual({ "token-ids": 0, messages: 2, "new-branch": 2 });
+    expect(t).toEqual({ ...recorded, records: t.records });
+  });
+
+  it("joins by messages because the next prompt re-renders the answer, not because the prompt differs", () => {
+    // Each later prompt repeats the earlier prompt token for token, then parts inside the model's
+    // own answer: Hermes sends its tool call back re-serialised, so no call extends by token ids.
+    for (const [earlier, later] of [
+      [first!, second!],
+      [second!, third!],
+    ] as const) {
+      const before = [...earlier.promptTokenIds!, ...earlier.completionTokenIds!];
+      const after = later.promptTokenIds!;
+      let same = 0;
+      while (same < before.length && before[same] === after[same]) same++;
+      expect(same).toBeGreaterThanOrEqual(earlier.promptTokenIds!.length);
+      expect(same).toBeLessThan(before.length);
+    }
   });
 });

@@ -16,7 +16,15 @@ from .batch import StepRequest, TrainConfig, validate_or_raise
 from .errors import StepError
 from .grpo import group_advantages, grpo_loss
 from .model import LoraModel, load_base, pick_device
-from .prefix import MAX_SUFFIX, SUFFIX_BATCH_TOKENS, PrefixGroup, prefix_groups, run_group, suffix
+from .prefix import (
+    MAX_SUFFIX,
+    SUFFIX_BATCH_TOKENS,
+    PrefixGroup,
+    prefix_groups,
+    run_group,
+    shared_rows,
+    suffix,
+)
 from .sequences import Sequence, merge_calls
 from .store import StepStore, adapter_hash, normalise_adapter_config
 
@@ -195,9 +203,13 @@ class Trainer:
         def chunked(
             group: PrefixGroup, group_items: list[tuple[Sequence, float]]
         ) -> list[list[tuple[Sequence, float]]]:
-            # A shared group keeps its activations: its suffixes go in smaller micro-batches.
-            tokens = suffix_tokens if group.shared else config.micro_batch_tokens
-            return micro_batches(group_items, config.micro_batch_size, tokens)
+            # A shared group keeps its activations: its suffixes go in smaller micro-batches, fewer
+            # of them the longer the prefix they attend to.
+            if not group.shared:
+                return micro_batches(group_items, config.micro_batch_size, config.micro_batch_tokens)
+            widest = max(len(seq.ids) for seq, _ in group_items)
+            rows = shared_rows(group.shared, widest, config.micro_batch_size)
+            return micro_batches(group_items, rows, suffix_tokens)
 
         def builder(
             group: PrefixGroup,

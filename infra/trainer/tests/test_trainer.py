@@ -311,3 +311,16 @@ def test_a_long_suffix_takes_the_plain_path_and_the_rest_keep_sharing():
     assert [
         (g.shared, len(g.items)) for g in prefix_groups([(short_a, 1.0), (short_b, -1.0), (long, 1.0)], 2)
     ] == [(3, 3)]
+
+
+def test_the_longer_the_shared_prefix_the_fewer_suffixes_per_micro_batch():
+    # Every row keeps its own copy of the prefix's keys and values for the backward pass.
+    from bridle_trainer.prefix import SHARED_BATCH_KEYS, shared_rows
+
+    assert shared_rows(7_230, 130, 8) == 4  # OpenCode's prompt: four suffixes at a time
+    assert shared_rows(18_740, 316, 8) == 1  # Claude Code's: one
+    assert shared_rows(100_000, 10, 8) == 1  # never none
+    assert shared_rows(100, 28, 8) == 8  # short prompts: the configured micro-batch
+    for shared in (1_000, 7_230, 12_861, 18_740):
+        rows = shared_rows(shared, 200, 8)
+        assert rows == 1 or rows * (shared + 200) <= SHARED_BATCH_KEYS

@@ -1,9 +1,10 @@
 #!/usr/bin/env -S node --import tsx
 import { parseArgs } from "node:util";
 import { createLogger, EnvError, ServiceError } from "@bridle/service-kit";
+import { checkMoves } from "@bridle/testkit";
 import { ensureBundledTasks, experiment, experimentUsage } from "./commands/experiment.ts";
 import { guardCheck } from "./commands/guard-check.ts";
-import { checkMoves, harnessCheck } from "./commands/harness-check.ts";
+import { harnessCheck } from "./commands/harness-check.ts";
 import { runProbe } from "./commands/probe.ts";
 import { tasksCommand, tasksUsage } from "./commands/tasks.ts";
 import {

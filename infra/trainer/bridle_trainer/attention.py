@@ -30,11 +30,15 @@ def grouped_sdpa(
     **_: object,
 ) -> tuple[torch.Tensor, None]:
     """transformers' `sdpa` attention with the grouped heads handed to the kernel as they are."""
-    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
-    # The kernel's own causal flag only when nothing else masks and queries and keys align.
-    causal = query.shape[2] > 1 and attention_mask is None and causal and key.shape[2] == query.shape[2]
-    if attention_mask is None and query.shape[2] > 1 and key.shape[2] != query.shape[2]:
+    queries, keys = query.shape[2], key.shape[2]
+    if attention_mask is None and queries > 1 and keys != queries:
         raise ValueError("attention over past keys needs a mask")
+    # The kernel's own causal flag only when nothing else masks (queries and keys then align).
+    causal = (
+        attention_mask is None
+        and queries > 1
+        and bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
+    )
     out = torch.nn.functional.scaled_dot_product_attention(
         query,
         key,

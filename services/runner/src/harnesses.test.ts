@@ -1,13 +1,10 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { checkMoves } from "@bridle/cli/harness-check";
 import { RolloutResult } from "@bridle/contracts";
+import { checkMoves as moves } from "@bridle/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { harnesses } from "./harnesses/index.ts";
 import { startRolloutStack, SLUGIFY_TASK as TASK } from "./test-stack.ts";
-
-/** Each harness's own tool names and argument shapes for: read, write, run a command. */
-const moves = checkMoves;
 
 let stack: Awaited<ReturnType<typeof startRolloutStack>>;
 beforeAll(async () => {

@@ -17,7 +17,7 @@ export const TEST_GUARD_ADMIN_TOKEN = "runner-test-guard-admin-token-0123";
 export const guardAdminHeaders = { authorization: `Bearer ${TEST_GUARD_ADMIN_TOKEN}` };
 
 /** A bundled task the tests and the bench have pi solve, and the fix the scripted model writes: the conformance check's own. */
-export { CHECK_FIX as SLUGIFY_FIX, CHECK_TASK as SLUGIFY_TASK } from "@bridle/cli/harness-check";
+export { CHECK_FIX as SLUGIFY_FIX, CHECK_TASK as SLUGIFY_TASK } from "@bridle/testkit";
 
 /**
  * The rollout path for tests: the real guard, tasks and verifier services as processes, in front

@@ -11,10 +11,11 @@ import {
   Trajectory,
 } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
-import { spawnScriptedUpstream } from "@bridle/testkit";
+import { CHECK_TASK, checkMoves, spawnScriptedUpstream } from "@bridle/testkit";
 import { z } from "zod";
 import { stackComponents } from "../stack/components.ts";
 import { loadStackConfig, repoRoot, type StackConfig } from "../stack/config.ts";
+import { StackError } from "../stack/index.ts";
 import { type Running, startComponent } from "../stack/start-one.ts";
 
 /**
@@ -33,49 +34,6 @@ import { type Running, startComponent } from "../stack/start-one.ts";
  * Streaming and usage are reported. The result is stored per (harness, version) where the runner
  * reads it: a training run refuses a harness version whose check failed, naming the property.
  */
-
-/** The check's task: a bundled repair task with a visible test, and the fix the script writes. */
-export const CHECK_TASK = "repair-slugify-visible-test";
-export const CHECK_FIX = [
-  "import re",
-  "import unicodedata",
-  "",
-  "",
-  "def slugify(title):",
-  '    ascii_text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()',
-  '    return re.sub(r"[^a-z0-9]+", "-", ascii_text.lower()).strip("-")',
-  "",
-].join("\n");
-
-interface Moves {
-  read: object;
-  write: object;
-  run: (command: string) => object;
-}
-
-/** Each harness's own tool names and argument shapes for: read a file, write it, run a command. */
-export const checkMoves: Record<string, Moves> = {
-  pi: {
-    read: { name: "read", arguments: { path: "slug.py" } },
-    write: { name: "write", arguments: { path: "slug.py", content: CHECK_FIX } },
-    run: (command) => ({ name: "bash", arguments: { command } }),
-  },
-  opencode: {
-    read: { name: "read", arguments: { filePath: "/app/slug.py" } },
-    write: { name: "write", arguments: { filePath: "/app/slug.py", content: CHECK_FIX } },
-    run: (command) => ({ name: "bash", arguments: { command, description: "run it" } }),
-  },
-  hermes: {
-    read: { name: "read_file", arguments: { path: "slug.py" } },
-    write: { name: "write_file", arguments: { path: "slug.py", content: CHECK_FIX } },
-    run: (command) => ({ name: "terminal", arguments: { command } }),
-  },
-  "claude-code": {
-    read: { name: "Read", arguments: { file_path: "/app/slug.py" } },
-    write: { name: "Write", arguments: { file_path: "/app/slug.py", content: CHECK_FIX } },
-    run: (command) => ({ name: "Bash", arguments: { command } }),
-  },
-};
 
 export interface HarnessCheckOptions {
   /** The context window the harness is told it has (what a training run would pass). */
@@ -102,8 +60,8 @@ export async function harnessCheck(
 ): Promise<HarnessCheck[]> {
   const unknown = names.filter((n) => !checkMoves[n]);
   if (unknown.length > 0)
-    throw new Error(
-      `bridle harness check: no harness ${unknown.map((n) => `'${n}'`).join(", ")} (one of ${Object.keys(checkMoves).join(", ")}, or all)`,
+    throw new StackError(
+      `harness check: no harness ${unknown.map((n) => `'${n}'`).join(", ")} (one of ${Object.keys(checkMoves).join(", ")}, or all)`,
     );
   const stack = await startCheckStack(config, options.portBase ?? config.ports.gateway + 60, say);
   try {

@@ -1,6 +1,5 @@
 import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { down, loadStackConfig, type StackConfig, up } from "@bridle/cli/stack";
 import {
   CompletionResult,
   RolloutResult,
@@ -10,6 +9,7 @@ import {
   WorkflowStatus,
 } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
+import { down, loadStackConfig, type StackConfig, up } from "@bridle/stack";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { config as sharedStack, sleep } from "../src/helpers.ts";

@@ -11,9 +11,9 @@
 import { readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { down, loadStackConfig, stackProcesses, status, up } from "@bridle/cli/stack";
 import { RunProgress } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
+import { down, loadStackConfig, stackProcesses, status, up } from "@bridle/stack";
 import { z } from "zod";
 import { testStackEnv } from "../src/stack-env.ts";
 

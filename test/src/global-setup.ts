@@ -1,7 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { down, loadStackConfig, up } from "@bridle/cli/stack";
+import { down, loadStackConfig, up } from "@bridle/stack";
 import type { TestProject } from "vitest/node";
 import { testStackEnv } from "./stack-env.ts";
 

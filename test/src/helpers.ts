@@ -1,4 +1,4 @@
-import { loadStackConfig, stackComponents, status } from "@bridle/cli/stack";
+import { loadStackConfig, stackComponents, status } from "@bridle/stack";
 
 /** The running test stack's configuration (from the env vitest.config.ts sets). */
 export const config = loadStackConfig();

@@ -1,9 +1,9 @@
 import { statSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
-import { loadStackConfig, up } from "@bridle/cli/stack";
 import { ProbeView } from "@bridle/contracts";
 import { openApiOf } from "@bridle/service-kit/testing";
+import { loadStackConfig, up } from "@bridle/stack";
 import { Client, Connection } from "@temporalio/client";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import {

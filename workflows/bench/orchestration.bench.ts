@@ -6,8 +6,8 @@
  *   pnpm bench   (in workflows/)
  */
 import { join } from "node:path";
-import { loadStackConfig } from "@bridle/cli/stack";
 import { TaskQueues, TrainingRunConfig } from "@bridle/contracts";
+import { loadStackConfig } from "@bridle/stack";
 import { Runtime } from "@temporalio/worker";
 import type { Activities } from "../src/activities.ts";
 import { standInActivities, startDevTemporal } from "../src/stand-ins.ts";

@@ -1,6 +1,7 @@
 #!/usr/bin/env -S node --import tsx
 import { parseArgs } from "node:util";
-import { createLogger, EnvError, ServiceError } from "@bridle/service-kit";
+import { EnvError, ServiceError } from "@bridle/service-kit";
+import { down, endpoints, loadStackConfig, type StackConfig, StackError, status, up } from "@bridle/stack";
 import { checkMoves } from "@bridle/testkit";
 import { ensureBundledTasks, experiment, experimentUsage } from "./commands/experiment.ts";
 import { guardCheck } from "./commands/guard-check.ts";
@@ -16,17 +17,6 @@ import {
   train,
   trainingUsage,
 } from "./commands/training.ts";
-import {
-  down,
-  endpoints,
-  loadStackConfig,
-  type StackConfig,
-  StackError,
-  Supervisor,
-  stackComponents,
-  status,
-  up,
-} from "./stack/index.ts";
 
 const usage = `bridle: train and evaluate harness-specific LoRA adapters
 
@@ -128,11 +118,6 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     case "status":
       return printStatus(config, values.json === true);
-    case "supervise": {
-      const log = createLogger("supervisor", config.logLevel);
-      await new Supervisor(config, stackComponents(config), log).run();
-      return -1; // keep running until signalled
-    }
     case "probe":
       return probe(config, values.prompt);
     case "demo":
@@ -241,9 +226,7 @@ async function probe(config: StackConfig, prompt: string | undefined): Promise<n
 }
 
 main(process.argv.slice(2)).then(
-  (code) => {
-    if (code >= 0) process.exit(code);
-  },
+  (code) => process.exit(code),
   (err: unknown) => {
     if (err instanceof StackError || err instanceof EnvError || err instanceof ServiceError) {
       process.stderr.write(`bridle: ${err.message}\n`);

@@ -2,10 +2,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { loadStackConfig } from "@bridle/cli/stack";
 import { ImportResult } from "@bridle/contracts";
 import { EnvironmentImages } from "@bridle/sandbox";
 import { callJson, createLogger } from "@bridle/service-kit";
+import { loadStackConfig } from "@bridle/stack";
 import { httpOk, type RunningProcess, spawnProcess, spawnScriptedUpstream } from "@bridle/testkit";
 import { createRunnerApp } from "./app.ts";
 

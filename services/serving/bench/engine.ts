@@ -13,7 +13,7 @@ import {
   type StackConfig,
   stackComponents,
   startComponent,
-} from "@bridle/cli/stack";
+} from "@bridle/stack";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 /** The install the benchmarks use: BRIDLE_HOME when set, else the repository's own. */

@@ -3,7 +3,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { loadStackConfig, stackComponents, startComponent } from "@bridle/cli/stack";
+import { loadStackConfig, stackComponents, startComponent } from "@bridle/stack";
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 

@@ -8,9 +8,9 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { loadStackConfig, type Running, stackComponents, startComponent } from "@bridle/cli/stack";
 import { AdapterVersion } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
+import { loadStackConfig, type Running, stackComponents, startComponent } from "@bridle/stack";
 import { z } from "zod";
 import { repoRoot } from "../src/env.ts";
 

@@ -1,6 +1,6 @@
 import { type EvalReport, StepMetrics } from "@bridle/contracts";
+import { loadStackConfig } from "@bridle/stack";
 import { describe, expect, it } from "vitest";
-import { loadStackConfig } from "../stack/config.ts";
 import { buildExperimentReport, judgingId, reproducingCommand, trainingThroughput } from "./experiment.ts";
 
 const config = loadStackConfig({});

@@ -4,9 +4,8 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { EvalReport, StepMetrics, TaskSummary } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
+import { repoRoot, type StackConfig } from "@bridle/stack";
 import { z } from "zod";
-import { repoRoot } from "../stack/config.ts";
-import type { StackConfig } from "../stack/index.ts";
 import { CALIBRATION_MAX_TURNS } from "./tasks.ts";
 import { completedEval, evaluate, importBundledTasks, runCurves, train } from "./training.ts";
 

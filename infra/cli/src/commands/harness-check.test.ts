@@ -2,8 +2,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HarnessCheck } from "@bridle/contracts";
+import { loadStackConfig } from "@bridle/stack";
 import { afterAll, describe, expect, it } from "vitest";
-import { loadStackConfig } from "../stack/config.ts";
 import { harnessCheck, harnessChecksDir } from "./harness-check.ts";
 
 /**

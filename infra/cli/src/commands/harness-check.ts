@@ -11,12 +11,17 @@ import {
   Trajectory,
 } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
+import {
+  loadStackConfig,
+  type Running,
+  repoRoot,
+  type StackConfig,
+  StackError,
+  stackComponents,
+  startComponent,
+} from "@bridle/stack";
 import { CHECK_TASK, checkMoves, spawnScriptedUpstream } from "@bridle/testkit";
 import { z } from "zod";
-import { stackComponents } from "../stack/components.ts";
-import { loadStackConfig, repoRoot, type StackConfig } from "../stack/config.ts";
-import { StackError } from "../stack/index.ts";
-import { type Running, startComponent } from "../stack/start-one.ts";
 
 /**
  * `bridle harness check <name|all>`: a conformance check of a pinned harness version. The

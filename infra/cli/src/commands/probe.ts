@@ -1,6 +1,6 @@
 import { ProbeStarted, ProbeView } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
-import type { StackConfig } from "../stack/index.ts";
+import type { StackConfig } from "@bridle/stack";
 
 /** Runs the stack probe workflow through the gateway and waits for its result. */
 export async function runProbe(config: StackConfig, prompt?: string): Promise<ProbeView> {

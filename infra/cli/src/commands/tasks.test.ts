@@ -2,8 +2,8 @@ import { spawnSync } from "node:child_process";
 import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { repoRoot } from "@bridle/stack";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { repoRoot } from "../stack/config.ts";
 
 let dir: string;
 const bridle = (...args: string[]) =>

@@ -3,9 +3,8 @@ import { type EvaluationLabels, ImportResult, type TaskSummary, type TaskVerdict
 import { recordLabels, validateFolder } from "@bridle/harbor";
 import { EnvironmentImages } from "@bridle/sandbox";
 import { callJson } from "@bridle/service-kit";
+import { imagesHome, type StackConfig } from "@bridle/stack";
 import { z } from "zod";
-import { imagesHome } from "../stack/components.ts";
-import type { StackConfig } from "../stack/index.ts";
 import { CalibrationView, runJob } from "./training.ts";
 
 export interface TasksFlags {

@@ -11,9 +11,8 @@ import {
 } from "@bridle/contracts";
 import { type MatrixCell, renderMatrix, specialisation, trainedHarness } from "@bridle/evaluation";
 import { callJson, ServiceError } from "@bridle/service-kit";
+import { repoRoot, type StackConfig } from "@bridle/stack";
 import { z } from "zod";
-import { repoRoot } from "../stack/config.ts";
-import type { StackConfig } from "../stack/index.ts";
 
 type Say = (line: string) => void;
 

@@ -4,7 +4,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { STACK_MARK } from "@bridle/service-kit";
 import { describe, expect, it } from "vitest";
-import { eventually } from "../test-support.ts";
 import { loadStackConfig } from "./config.ts";
 import { down } from "./index.ts";
 import {
@@ -17,6 +16,7 @@ import {
   sessionsFile,
   stackProcesses,
 } from "./processes.ts";
+import { eventually } from "./test-support.ts";
 
 const sleeping = (pid: number | undefined) => (p: { pid: number; command: string }) =>
   p.pid === pid && p.command === "sleep 300";

@@ -20,8 +20,8 @@ import {
 } from "./processes.ts";
 import { type ComponentState, ensureDirs, paths, readState, type StackState, tailFile } from "./state.ts";
 
-export { stackComponents } from "./components.ts";
-export { loadStackConfig, type StackConfig } from "./config.ts";
+export { imagesHome, stackComponents } from "./components.ts";
+export { loadStackConfig, repoRoot, type StackConfig } from "./config.ts";
 export { stackProcesses } from "./processes.ts";
 export { type Running, startComponent } from "./start-one.ts";
 export { Supervisor } from "./supervisor.ts";
@@ -100,7 +100,7 @@ function spawnSupervisor(config: StackConfig): void {
   const out = openSync(p.supervisorLog, "a");
   const child = spawn(
     process.execPath,
-    ["--import", "tsx", join(repoRoot, "infra/cli/src/main.ts"), "supervise"],
+    ["--import", "tsx", join(repoRoot, "packages/stack/src/supervise.ts")],
     {
       cwd: repoRoot,
       // The supervisor loads its configuration from its environment: give it this stack's settings,

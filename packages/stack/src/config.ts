@@ -6,7 +6,7 @@ import { EnvNames, loadEnv } from "@bridle/service-kit";
 import { z } from "zod";
 
 /** The repository root, found from this file so the CLI works from any working directory. */
-export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../../..");
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 
 const port = z.coerce.number().int().min(1).max(65_535);
 

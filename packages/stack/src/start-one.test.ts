@@ -3,9 +3,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { eventually } from "../test-support.ts";
 import { groupAlive } from "./processes.ts";
 import { startComponent } from "./start-one.ts";
+import { eventually } from "./test-support.ts";
 
 describe("a component started on its own", () => {
   it("dies with the process that started it, even one SIGKILLed while the component still starts", async () => {

@@ -1,7 +1,7 @@
 import { createReadStream } from "node:fs";
 import { access } from "node:fs/promises";
 import { createInterface } from "node:readline";
-import { auditLine } from "@bridle/guard/rules";
+import { auditLine } from "@bridle/guard-rules";
 
 /**
  * `bridle guard check <calls.jsonl>`: applies the guard's rules (the very code the proxy runs) to

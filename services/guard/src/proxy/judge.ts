@@ -1,5 +1,5 @@
 import type { CapturedToolCall, CheckContext, HistoryMessage, Session } from "@bridle/contracts";
-import { checkToolCall } from "../rules/index.ts";
+import { checkToolCall } from "@bridle/guard-rules";
 
 /** A tool call as the model emitted it. */
 export interface RawToolCall {

@@ -1,15 +1,8 @@
+import type { Effect } from "./effect.ts";
 import { hostOfWord } from "./hosts.ts";
 import { inlineEffects } from "./inline-code.ts";
 import { normalizePath } from "./paths.ts";
 import { basename, inlineScript, parseShell, type SimpleCommand } from "./shell.ts";
-
-/** What a tool call would do, as the rules see it. */
-export type Effect =
-  | { kind: "write"; path: string; content?: string; how: string }
-  | { kind: "read"; path: string; how: string }
-  | { kind: "network"; host: string; how: string }
-  | { kind: "history"; how: string }
-  | { kind: "exec"; argv: string[] };
 
 /** Programs whose path arguments are all changed (deleted, created, moved, permissions). */
 const WRITERS = new Set([

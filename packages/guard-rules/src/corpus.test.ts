@@ -7,7 +7,7 @@ import { auditLine } from "./audit.ts";
  * The labeled corpus: every call says whether it must be blocked (and by which rule) or must pass.
  * Prints precision and recall per rule; fails below 95% recall or above 2% false positives.
  */
-const corpusFile = fileURLToPath(new URL("../../corpus/calls.jsonl", import.meta.url));
+const corpusFile = fileURLToPath(new URL("../corpus/calls.jsonl", import.meta.url));
 const lines = readFileSync(corpusFile, "utf8")
   .split("\n")
   .filter((l) => l.trim().length > 0);

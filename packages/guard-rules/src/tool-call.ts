@@ -1,4 +1,5 @@
-import { type Effect, shellEffects } from "./effects.ts";
+import type { Effect } from "./effect.ts";
+import { shellEffects } from "./effects.ts";
 import { hostOfWord } from "./hosts.ts";
 import { normalizePath } from "./paths.ts";
 

@@ -1,6 +1,6 @@
 import { posix } from "node:path";
 import { type CheckContext, type GuardDecision, trustedRole } from "@bridle/contracts";
-import type { Effect } from "./effects.ts";
+import type { Effect } from "./effect.ts";
 import { hostAllowed, mentionedHosts } from "./hosts.ts";
 import {
   globMatches,

@@ -1,4 +1,4 @@
-import type { Effect } from "./effects.ts";
+import type { Effect } from "./effect.ts";
 import { urlHosts } from "./hosts.ts";
 
 /** Calls in inline code that change files: everything its path literals name is then a write. */

@@ -2,6 +2,17 @@ import { posix } from "node:path";
 import { dockerfileInstructions, WORKSPACE, workdirProblem } from "@bridle/sandbox";
 import type { TreeFile } from "./files.ts";
 
+/** A task's Dockerfile and what running without its image means. */
+export interface TaskDockerfile {
+  /** How the Dockerfile is named in notes (`environment/Dockerfile`, `Dockerfile`). */
+  name: string;
+  content: string;
+  /** The build context: the folder's files, less tests, solutions and build files. */
+  context: TreeFile[];
+  /** Notes that hold when the image is not built: bubblewrap on this host's tools instead. */
+  withoutImage: string[];
+}
+
 /**
  * The workspace a task's Dockerfile would leave, read from its `WORKDIR`, `COPY` and `ADD` lines,
  * without building an image: the sandbox's workdir (`workdir` when the task names one, else the

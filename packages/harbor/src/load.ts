@@ -12,7 +12,7 @@ import {
 } from "@bridle/contracts";
 import { missingTools, WORKSPACE } from "@bridle/sandbox";
 import { composeProblem } from "./compose.ts";
-import { workspaceFromDockerfile } from "./dockerfile.ts";
+import { type TaskDockerfile, workspaceFromDockerfile } from "./dockerfile.ts";
 import { hashTree, readTree, type TreeFile } from "./files.ts";
 import { labelsOf, parseTaskToml, phaseEnv, type TaskToml } from "./task-toml.ts";
 import { readTb1 } from "./tb1.ts";
@@ -66,17 +66,6 @@ export interface HarborStep {
   agentTimeoutSec: number;
   verifierTimeoutSec: number;
   verifierEnv: Record<string, string>;
-}
-
-/** A task's Dockerfile and what running without its image means. */
-export interface TaskDockerfile {
-  /** How the Dockerfile is named in notes (`environment/Dockerfile`, `Dockerfile`). */
-  name: string;
-  content: string;
-  /** The build context: the folder's files, less tests, solutions and build files. */
-  context: TreeFile[];
-  /** Notes that hold when the image is not built: bubblewrap on this host's tools instead. */
-  withoutImage: string[];
 }
 
 export type LoadResult =

@@ -1,9 +1,8 @@
 import { WORKSPACE } from "@bridle/sandbox";
 import { parse as parseYaml } from "yaml";
 import { composeProblem } from "./compose.ts";
-import { workspaceFromDockerfile } from "./dockerfile.ts";
+import { type TaskDockerfile, workspaceFromDockerfile } from "./dockerfile.ts";
 import type { TreeFile } from "./files.ts";
-import type { TaskDockerfile } from "./load.ts";
 
 /**
  * Terminal-Bench 1's task layout, read as it is: `task.yaml` (the instruction and metadata),

@@ -6,7 +6,7 @@
  *   pnpm bench   (in workflows/)
  */
 import { join } from "node:path";
-import { TaskQueues, TrainingRunConfig } from "@bridle/contracts";
+import { runWorkflowId, TaskQueues, TrainingRunConfig } from "@bridle/contracts";
 import { loadStackConfig } from "@bridle/stack";
 import { Runtime } from "@temporalio/worker";
 import type { Activities } from "../src/activities.ts";
@@ -73,7 +73,7 @@ async function main() {
       const started = performance.now();
       await client.workflow.execute("trainingRun", {
         taskQueue: TaskQueues.control,
-        workflowId: `run-${config.name}`,
+        workflowId: runWorkflowId(config.name),
         args: [{ config }],
       });
       const flow = performance.now() - started;

@@ -9,7 +9,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type RolloutRequest, type RolloutResult, TaskQueues } from "@bridle/contracts";
+import { type RolloutRequest, type RolloutResult, servedName, TaskQueues } from "@bridle/contracts";
 import { Client, Connection } from "@temporalio/client";
 import { NativeConnection, Worker } from "@temporalio/worker";
 import type { Activities, BatchEntry } from "./activities.ts";
@@ -172,7 +172,7 @@ export function standInActivities(script: StandInScript): Partial<Activities> {
       return {
         name: input.name,
         version: input.version,
-        servedName: `${input.name}@v${input.version}`,
+        servedName: servedName(input.name, input.version),
         path: input.path,
         hash: "h",
         step: input.step,

@@ -199,6 +199,33 @@ export type JobProgress = z.infer<typeof JobProgress>;
 export const JobAdmission = z.object({ rollouts: z.number().int() });
 export type JobAdmission = z.infer<typeof JobAdmission>;
 
+/** The gateway's view of a training run. */
+export const RunView = z.object({
+  name: z.string(),
+  workflowId: z.string(),
+  status: WorkflowStatus,
+  uiUrl: z.string(),
+  /** Null when the run is neither running nor completed, or when its worker did not answer in time. */
+  progress: RunProgress.nullable(),
+  /** Why a FAILED run failed (the workflow's error); null otherwise. */
+  failure: z.string().nullable(),
+});
+export type RunView = z.infer<typeof RunView>;
+
+/** The gateway's list of training runs, newest first. */
+export const RunList = z.object({
+  runs: z.array(
+    z.object({
+      name: z.string(),
+      workflowId: z.string(),
+      status: WorkflowStatus,
+      startedAt: z.string(),
+      uiUrl: z.string(),
+    }),
+  ),
+});
+export type RunList = z.infer<typeof RunList>;
+
 /** The gateway's view of a job: its status, progress while it runs, its output once done. */
 export const jobView = <O extends z.ZodType>(output: O) =>
   z.object({

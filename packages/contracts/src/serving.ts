@@ -10,6 +10,19 @@ export const AdapterName = z
   });
 export type AdapterName = z.infer<typeof AdapterName>;
 
+/** The adapter a training run makes: one per (base model, harness, run). */
+export const adapterName = (parts: { model: string; harness: string; run: string }): string =>
+  `${parts.model}/${parts.harness}/${parts.run}`;
+
+/** The name the model server serves one version of an adapter under. */
+export const servedName = (adapter: string, version: number): string => `${adapter}@v${version}`;
+
+/** The harness an adapter was trained in, read from its name or a served name; null for a base model. */
+export function adapterHarness(name: string): string | null {
+  const parts = name.split("@")[0]!.split("/");
+  return parts.length >= 3 ? parts.at(-2)! : null;
+}
+
 /** Which adapter version served a completion; null when the base model did. */
 export const AdapterStamp = z
   .object({ name: AdapterName, version: z.number().int(), servedName: z.string(), hash: z.string() })

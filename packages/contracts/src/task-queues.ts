@@ -14,13 +14,21 @@ export const TaskQueues = {
 } as const;
 export type TaskQueue = (typeof TaskQueues)[keyof typeof TaskQueues];
 
-/** Bridle's Temporal namespace and the typed search attributes it registers. */
+/** Bridle's Temporal namespace. */
 export const TemporalNamespace = "bridle";
+
+/**
+ * The search attributes Bridle registers, as typed keys: each is a Temporal `SearchAttributeKey`
+ * (`{ name, type }`), so workflows and the gateway use them as they are.
+ */
 export const SearchAttributes = {
-  run: { name: "BridleRun", type: "Keyword" },
-  kind: { name: "BridleKind", type: "Keyword" },
-  harness: { name: "BridleHarness", type: "Keyword" },
-  model: { name: "BridleModel", type: "Keyword" },
-  step: { name: "BridleStep", type: "Int" },
-  evalScore: { name: "BridleEvalScore", type: "Double" },
+  run: { name: "BridleRun", type: "KEYWORD" },
+  kind: { name: "BridleKind", type: "KEYWORD" },
+  harness: { name: "BridleHarness", type: "KEYWORD" },
+  model: { name: "BridleModel", type: "KEYWORD" },
+  step: { name: "BridleStep", type: "INT" },
+  evalScore: { name: "BridleEvalScore", type: "DOUBLE" },
 } as const;
+
+/** A training run's workflow id. */
+export const runWorkflowId = (name: string) => `run-${name}`;

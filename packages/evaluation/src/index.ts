@@ -5,7 +5,6 @@ export {
   renderMatrix,
   type Specialisation,
   specialisation,
-  trainedHarness,
 } from "./matrix.ts";
 export { buildReport, compare, type ReportInput } from "./report.ts";
 export { type Interval, mean, meanInterval, sd, tQuantile975, wilson } from "./stats.ts";

@@ -1,6 +1,6 @@
 import type { EvalOutcome } from "@bridle/contracts";
 import { describe, expect, it } from "vitest";
-import { type MatrixCell, renderMatrix, specialisation, trainedHarness } from "./matrix.ts";
+import { type MatrixCell, renderMatrix, specialisation } from "./matrix.ts";
 import { buildReport } from "./report.ts";
 
 /** A cell whose candidate solves `cand` of four tasks and the base `base` of the same four. */
@@ -31,12 +31,6 @@ function cell(candidate: string, harness: string, cand: number, base: number): M
 }
 
 describe("the cross-harness matrix", () => {
-  it("reads the harness an adapter was trained in from its served name", () => {
-    expect(trainedHarness("m/pi/run-1@v3")).toBe("pi");
-    expect(trainedHarness("qwen2.5-coder-0.5b/claude-code/r@v12")).toBe("claude-code");
-    expect(trainedHarness("m")).toBeNull();
-  });
-
   it("says specialisation pays when each adapter gains most in its own harness, and when it does not", () => {
     const cells = [
       cell("m/pi/a@v2", "pi", 3, 1), // +50 in its own harness

@@ -1,4 +1,4 @@
-import type { EvalReport } from "@bridle/contracts";
+import { adapterHarness, type EvalReport } from "@bridle/contracts";
 
 /** One cell of the cross-harness matrix: a candidate against the base model on one harness. */
 export interface MatrixCell {
@@ -20,17 +20,11 @@ export interface Specialisation {
   pays: boolean | null;
 }
 
-/** The harness an adapter version was trained in, from its served name; null for a base model. */
-export function trainedHarness(servedName: string): string | null {
-  const parts = servedName.split("@")[0]!.split("/");
-  return parts.length >= 3 ? parts.at(-2)! : null;
-}
-
 /** Each candidate's diagonal (its own harness) against its off-diagonal cells. */
 export function specialisation(cells: MatrixCell[]): Specialisation[] {
   const candidates = [...new Set(cells.map((c) => c.candidate))];
   return candidates.flatMap((candidate) => {
-    const trainedOn = trainedHarness(candidate);
+    const trainedOn = adapterHarness(candidate);
     const row = cells.filter((c) => c.candidate === candidate);
     if (!trainedOn || !row.some((c) => c.harness === trainedOn)) return [];
     const estimate = (c: MatrixCell) => c.report.overall.difference.estimate;
@@ -81,7 +75,7 @@ export function renderMatrix(cells: MatrixCell[], meta: { seed: number; tasks: s
       })
       .join(" | ")} |`,
     ...candidates.map((candidate) => {
-      const trainedOn = trainedHarness(candidate);
+      const trainedOn = adapterHarness(candidate);
       return `| ${candidate} | ${harnesses
         .map((h) => {
           const c = cell(candidate, h);

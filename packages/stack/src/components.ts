@@ -44,6 +44,9 @@ export function lowerPriority(
 /** Where tasks' Dockerfiles are built and their images unpacked: one place for tasks, runner and verifier. */
 export const imagesHome = (config: StackConfig) => join(config.home, "containers");
 
+/** How the Temporal CLI spells each search attribute type. */
+const CLI_TYPES = { KEYWORD: "Keyword", INT: "Int", DOUBLE: "Double" } as const;
+
 const tsEntry = (file: string) => ["--import", "tsx", join(repoRoot, file)];
 
 /** The stack, in start order. Stop order is the reverse. */
@@ -74,7 +77,10 @@ export function stackComponents(config: StackConfig): Component[] {
         String(ports.temporalUi),
         "--namespace",
         TemporalNamespace,
-        ...Object.values(SearchAttributes).flatMap((a) => ["--search-attribute", `${a.name}=${a.type}`]),
+        ...Object.values(SearchAttributes).flatMap((a) => [
+          "--search-attribute",
+          `${a.name}=${CLI_TYPES[a.type]}`,
+        ]),
         "--log-level",
         "warn",
       ],

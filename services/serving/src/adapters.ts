@@ -3,11 +3,12 @@ import {
   type AdapterVersion,
   type AdapterView,
   type LoadAdapterRequest,
+  servedName,
 } from "@bridle/contracts";
 import { httpError, type Logger, ServiceError } from "@bridle/service-kit";
 import { InvalidAdapterError, inspectAdapter } from "./adapter-files.ts";
 import { Canary } from "./canary.ts";
-import { type AdapterRegistry, servedName } from "./registry.ts";
+import type { AdapterRegistry } from "./registry.ts";
 import type { VllmClient } from "./vllm.ts";
 
 export interface AdapterSettings {

@@ -1,6 +1,6 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type { AdapterState, AdapterVersion } from "@bridle/contracts";
+import { type AdapterState, type AdapterVersion, servedName } from "@bridle/contracts";
 import Database from "better-sqlite3";
 
 interface Row {
@@ -32,7 +32,6 @@ const toVersion = (r: Row): AdapterVersion => ({
 });
 
 /** The name vLLM serves a version under. A new name per version sidesteps vLLM's in-place reload bugs. */
-export const servedName = (name: string, version: number) => `${name}@v${version}`;
 
 /**
  * Adapter versions in SQLite (WAL), so the registry survives a restart of the service. What vLLM has

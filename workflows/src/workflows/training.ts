@@ -1,4 +1,5 @@
 import {
+  adapterName,
   type RolloutResult,
   type RunProgress,
   SearchAttributes,
@@ -6,7 +7,6 @@ import {
   TaskQueues,
   type TrainingRunConfig,
 } from "@bridle/contracts";
-import { defineSearchAttributeKey } from "@temporalio/common";
 import {
   allHandlersFinished,
   condition,
@@ -54,8 +54,6 @@ export const resumeSignal = defineSignal("resume");
 export const cancelSignal = defineSignal("cancel");
 export const progressQuery = defineQuery<RunProgress>("progress");
 
-const step = defineSearchAttributeKey(SearchAttributes.step.name, "INT");
-const evalScore = defineSearchAttributeKey(SearchAttributes.evalScore.name, "DOUBLE");
 const METRICS_KEPT = 20;
 
 /**
@@ -70,7 +68,7 @@ export async function trainingRun(input: {
   state?: RunProgress;
 }): Promise<RunProgress> {
   const { config } = input;
-  const adapter = `${config.baseModel}/${config.harness}/${config.name}`;
+  const adapter = adapterName({ model: config.baseModel, harness: config.harness, run: config.name });
   const state: RunProgress = input.state ?? {
     name: config.name,
     phase: "starting",
@@ -218,12 +216,12 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
       args: [{ ...evalDefaults(config), id: `${config.name}-eval-s${number}`, candidate: state.servedName }],
     });
     metrics.evalScore = output.report.overall.difference.estimate;
-    upsertSearchAttributes([{ key: evalScore, value: metrics.evalScore }]);
+    upsertSearchAttributes([{ key: SearchAttributes.evalScore, value: metrics.evalScore }]);
   }
   state.cursor = cursor;
   state.step = number;
   state.metrics = [...state.metrics, metrics].slice(-METRICS_KEPT);
-  upsertSearchAttributes([{ key: step, value: number }]);
+  upsertSearchAttributes([{ key: SearchAttributes.step, value: number }]);
 }
 
 /** One draw's rollouts: a group per task, bounded concurrency, environment failures resampled. */

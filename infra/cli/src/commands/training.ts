@@ -2,29 +2,21 @@ import { createHash } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import {
+  adapterHarness,
   CalibrationOutput,
   EvalOutput,
   ImportResult,
   jobView,
-  RunProgress,
-  WorkflowStatus,
+  RunList,
+  RunView,
 } from "@bridle/contracts";
-import { type MatrixCell, renderMatrix, specialisation, trainedHarness } from "@bridle/evaluation";
+import { type MatrixCell, renderMatrix, specialisation } from "@bridle/evaluation";
 import { callJson, ServiceError } from "@bridle/service-kit";
 import { repoRoot, type StackConfig } from "@bridle/stack";
-import { z } from "zod";
+import type { z } from "zod";
 
 type Say = (line: string) => void;
 
-const RunView = z.object({
-  name: z.string(),
-  workflowId: z.string(),
-  status: WorkflowStatus,
-  uiUrl: z.string(),
-  progress: RunProgress.nullable(),
-  failure: z.string().nullable().optional(),
-});
-type RunView = z.infer<typeof RunView>;
 const EvalView = jobView(EvalOutput);
 export const CalibrationView = jobView(CalibrationOutput);
 
@@ -323,11 +315,7 @@ export async function signalRun(
 
 export async function listRuns(config: StackConfig, say: Say): Promise<number> {
   const list = await callJson(`${gateway(config)}/v1/runs`, {
-    schema: z.object({
-      runs: z.array(
-        z.object({ name: z.string(), status: z.string(), startedAt: z.string(), uiUrl: z.string() }),
-      ),
-    }),
+    schema: RunList,
     headers: auth(config),
   });
   if (list.runs.length === 0) say("no training runs yet");
@@ -357,7 +345,7 @@ export async function evaluateMatrix(config: StackConfig, flags: TrainingFlags, 
     throw new Error("bridle eval --matrix: --candidates <adapter version,adapter version> is required");
   const harnesses = flags.harnesses
     ? flags.harnesses.split(",").filter(Boolean)
-    : [...new Set(candidates.map(trainedHarness).filter((h): h is string => h !== null))];
+    : [...new Set(candidates.map(adapterHarness).filter((h): h is string => h !== null))];
   if (harnesses.length === 0)
     throw new Error(
       "bridle eval --matrix: name the harnesses (--harnesses pi,opencode): no candidate names one",

@@ -10,12 +10,10 @@ import {
   WorkflowUpdateFailedError,
   WorkflowUpdateStage,
 } from "@temporalio/client";
-import { ApplicationFailure, defineSearchAttributeKey } from "@temporalio/common";
+import { ApplicationFailure } from "@temporalio/common";
 import { failureMessage, toStatus, workflowUiUrl } from "../temporal.ts";
 
 const Id = z.object({ id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, "an id") });
-const kindKey = defineSearchAttributeKey(SearchAttributes.kind.name, "KEYWORD");
-const harnessKey = defineSearchAttributeKey(SearchAttributes.harness.name, "KEYWORD");
 
 /**
  * How long a start waits for the job to check what it was asked to run. Its checks are two or three
@@ -159,8 +157,8 @@ async function admitted<C extends JobConfig>(
     args: [{ ...config, id }],
     staticSummary: kind.summary(config),
     typedSearchAttributes: [
-      { key: kindKey, value: kind.noun },
-      { key: harnessKey, value: config.harness },
+      { key: SearchAttributes.kind, value: kind.noun },
+      { key: SearchAttributes.harness, value: config.harness },
     ],
   });
   const deadline = Date.now() + ADMISSION_WAIT_MS;

@@ -1,15 +1,17 @@
 import {
+  adapterName,
+  RunList,
   RunProgress,
+  RunView,
+  runWorkflowId,
   SearchAttributes,
   TaskQueues,
   TrainingRunConfig,
-  WorkflowStatus,
 } from "@bridle/contracts";
 import { createRouter, errorContent, httpError, jsonContent, type Logger } from "@bridle/service-kit";
 import type { trainingRun } from "@bridle/workflows";
 import { createRoute, z } from "@hono/zod-openapi";
 import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from "@temporalio/client";
-import { defineSearchAttributeKey } from "@temporalio/common";
 import { streamSSE } from "hono/streaming";
 import { failureMessage, toStatus, workflowUiUrl } from "../temporal.ts";
 
@@ -28,27 +30,6 @@ const json = <T extends z.ZodType>(schema: T, description: string) => ({
   content: { "application/json": { schema } },
 });
 const Name = z.object({ name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, "a run name") });
-
-export const RunView = z.object({
-  name: z.string(),
-  workflowId: z.string(),
-  status: WorkflowStatus,
-  uiUrl: z.string(),
-  /** Null when the run is neither running nor completed, or when its worker did not answer in time. */
-  progress: RunProgress.nullable(),
-  /** Why a FAILED run failed (the workflow's error); null otherwise. */
-  failure: z.string().nullable(),
-});
-export type RunView = z.infer<typeof RunView>;
-
-const runWorkflowId = (name: string) => `run-${name}`;
-const keys = {
-  run: defineSearchAttributeKey(SearchAttributes.run.name, "KEYWORD"),
-  kind: defineSearchAttributeKey(SearchAttributes.kind.name, "KEYWORD"),
-  harness: defineSearchAttributeKey(SearchAttributes.harness.name, "KEYWORD"),
-  model: defineSearchAttributeKey(SearchAttributes.model.name, "KEYWORD"),
-  step: defineSearchAttributeKey(SearchAttributes.step.name, "INT"),
-};
 
 /** Training runs: start, list, read, pause, resume, cancel, metrics and a live event stream. */
 export function runRoutes(deps: RunDeps) {
@@ -147,13 +128,13 @@ export function runRoutes(deps: RunDeps) {
             workflowId: id,
             args: [{ config }],
             staticSummary: `Train ${config.baseModel} for ${config.harness}: ${config.steps} steps of ${config.batchSize} task(s) x ${config.groupSize} rollouts`,
-            staticDetails: `Run ${config.name}; adapter ${config.baseModel}/${config.harness}/${config.name}`,
+            staticDetails: `Run ${config.name}; adapter ${adapterName({ model: config.baseModel, harness: config.harness, run: config.name })}`,
             typedSearchAttributes: [
-              { key: keys.run, value: config.name },
-              { key: keys.kind, value: "training" },
-              { key: keys.harness, value: config.harness },
-              { key: keys.model, value: config.baseModel },
-              { key: keys.step, value: 0 },
+              { key: SearchAttributes.run, value: config.name },
+              { key: SearchAttributes.kind, value: "training" },
+              { key: SearchAttributes.harness, value: config.harness },
+              { key: SearchAttributes.model, value: config.baseModel },
+              { key: SearchAttributes.step, value: 0 },
             ],
           })
           .catch((err: unknown) => {
@@ -184,20 +165,7 @@ export function runRoutes(deps: RunDeps) {
         path: "/",
         summary: "Training runs, newest first",
         responses: {
-          200: json(
-            z.object({
-              runs: z.array(
-                z.object({
-                  name: z.string(),
-                  workflowId: z.string(),
-                  status: WorkflowStatus,
-                  startedAt: z.string(),
-                  uiUrl: z.string(),
-                }),
-              ),
-            }),
-            "Runs",
-          ),
+          200: json(RunList, "Runs"),
         },
       }),
       async (c) => {

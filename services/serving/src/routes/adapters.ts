@@ -1,4 +1,4 @@
-import { AdapterVersion, AdapterView, LoadAdapterRequest } from "@bridle/contracts";
+import { AdapterVersion, AdapterView, adapterName, LoadAdapterRequest } from "@bridle/contracts";
 import { createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { AdapterManager } from "../adapters.ts";
@@ -7,7 +7,6 @@ const part = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/);
 const NameParams = z.object({ model: part, harness: part, run: part });
 const VersionParams = NameParams.extend({ version: z.coerce.number().int().min(1) });
 const base = "/adapters/{model}/{harness}/{run}";
-const nameOf = (p: { model: string; harness: string; run: string }) => `${p.model}/${p.harness}/${p.run}`;
 
 /** The adapter registry: versions of `<model>/<harness>/<run>`, loaded under `<name>@v<N>`. */
 export function adapterRoutes(manager: AdapterManager) {
@@ -30,7 +29,7 @@ export function adapterRoutes(manager: AdapterManager) {
         responses: { 200: jsonContent(AdapterView, "Adapter"), 404: errorContent("Unknown adapter") },
       }),
       (c) => {
-        const name = nameOf(c.req.valid("param"));
+        const name = adapterName(c.req.valid("param"));
         const view = manager.view(name);
         if (!view) throw httpError(404, "adapter_not_found", `no adapter named ${name}`);
         return c.json(view, 200);
@@ -54,7 +53,7 @@ export function adapterRoutes(manager: AdapterManager) {
         },
       }),
       async (c) => {
-        const version = await manager.load(nameOf(c.req.valid("param")), c.req.valid("json"));
+        const version = await manager.load(adapterName(c.req.valid("param")), c.req.valid("json"));
         return c.json(version, 201);
       },
     )
@@ -71,7 +70,7 @@ export function adapterRoutes(manager: AdapterManager) {
       }),
       async (c) => {
         const p = c.req.valid("param");
-        return c.json(await manager.retire(nameOf(p), p.version), 200);
+        return c.json(await manager.retire(adapterName(p), p.version), 200);
       },
     );
 }

@@ -1,13 +1,12 @@
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { repoRoot } from "@bridle/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findTaskDirs, loadTask, validateTask } from "./index.ts";
 
 let dir: string;
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 /** The verifier toolchain the install made (`./bridle test` runs the install first). */
 const toolchain = join(process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle"), "toolchain");
 const check = { repeats: 1, toolchain };

@@ -1,13 +1,12 @@
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { repoRoot } from "@bridle/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Sandbox } from "./index.ts";
 import { hostProcessesWith } from "./test-support.ts";
 
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 let host: string;
 let sandbox: Sandbox;
 

@@ -6,5 +6,6 @@ export * from "./env.ts";
 export * from "./errors.ts";
 export * from "./logger.ts";
 export * from "./openapi.ts";
+export * from "./paths.ts";
 export * from "./serve.ts";
 export * from "./stack-mark.ts";

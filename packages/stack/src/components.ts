@@ -1,7 +1,8 @@
 import { setPriority } from "node:os";
 import { join } from "node:path";
 import { SearchAttributes, TemporalNamespace } from "@bridle/contracts";
-import { repoRoot, type StackConfig } from "./config.ts";
+import { repoRoot } from "@bridle/service-kit";
+import type { StackConfig } from "./config.ts";
 
 /** How the supervisor knows a component is ready. */
 export type Health =

@@ -1,12 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { EnvNames, loadEnv } from "@bridle/service-kit";
+import { join, resolve } from "node:path";
+import { EnvNames, loadEnv, repoRoot } from "@bridle/service-kit";
 import { z } from "zod";
 
 /** The repository root, found from this file so the CLI works from any working directory. */
-export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 
 const port = z.coerce.number().int().min(1).max(65_535);
 

@@ -1,9 +1,9 @@
 import { spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { join } from "node:path";
-import { STACK_MARK } from "@bridle/service-kit";
+import { repoRoot, STACK_MARK } from "@bridle/service-kit";
 import { type Component, stackComponents } from "./components.ts";
-import { missingInstall, repoRoot, type StackConfig } from "./config.ts";
+import { missingInstall, type StackConfig } from "./config.ts";
 import {
   checkHealth,
   commandLine,
@@ -21,7 +21,7 @@ import {
 import { type ComponentState, ensureDirs, paths, readState, type StackState, tailFile } from "./state.ts";
 
 export { imagesHome, stackComponents } from "./components.ts";
-export { loadStackConfig, repoRoot, type StackConfig } from "./config.ts";
+export { loadStackConfig, type StackConfig } from "./config.ts";
 export { stackProcesses } from "./processes.ts";
 export { type Running, startComponent } from "./start-one.ts";
 export { Supervisor } from "./supervisor.ts";

@@ -5,8 +5,8 @@
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { repoRoot } from "@bridle/service-kit";
 import {
   loadStackConfig,
   type Running,
@@ -15,7 +15,6 @@ import {
   startComponent,
 } from "@bridle/stack";
 
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 /** The install the benchmarks use: BRIDLE_HOME when set, else the repository's own. */
 export const benchHome = process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle");
 /** The install's Python (vLLM, torch, the trainer's package). */

@@ -1,9 +1,6 @@
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { BaseEnv, loadEnv } from "@bridle/service-kit";
+import { join } from "node:path";
+import { BaseEnv, loadEnv, repoRoot } from "@bridle/service-kit";
 import { z } from "zod";
-
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 
 export const ServingEnv = BaseEnv.extend({
   PORT: z.coerce.number().int().min(1).max(65_535).default(8701),

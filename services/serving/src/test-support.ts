@@ -1,11 +1,9 @@
 import { execFileSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { repoRoot } from "@bridle/service-kit";
 import { loadStackConfig, stackComponents, startComponent } from "@bridle/stack";
-
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 
 /** The install folder tests use: BRIDLE_HOME when set (a shared install), else the repo's own. */
 export const bridleHome = process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle");

@@ -9,10 +9,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AdapterVersion } from "@bridle/contracts";
-import { callJson } from "@bridle/service-kit";
+import { callJson, repoRoot } from "@bridle/service-kit";
 import { loadStackConfig, type Running, stackComponents, startComponent } from "@bridle/stack";
 import { z } from "zod";
-import { repoRoot } from "../src/env.ts";
 
 const home = process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle");
 const python = join(home, "venv", "bin", "python");

@@ -1,10 +1,8 @@
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
-import { BaseEnv, loadEnv } from "@bridle/service-kit";
+import { join } from "node:path";
+import { BaseEnv, loadEnv, repoRoot } from "@bridle/service-kit";
 import { z } from "zod";
 
 /** The repository root; the worker's Python package lives at `infra/trainer` under it. */
-export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 const home = join(repoRoot, ".bridle");
 
 export const TrainerEnv = BaseEnv.extend({

@@ -2,9 +2,8 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { TrainStepView } from "@bridle/contracts";
-import { createLogger } from "@bridle/service-kit";
+import { createLogger, repoRoot } from "@bridle/service-kit";
 import { createTrainerApp } from "./app.ts";
-import { repoRoot } from "./env.ts";
 import { TrainerWorker } from "./worker.ts";
 
 /** The install folder tests use: BRIDLE_HOME when set (a shared install), else the repo's own. */

@@ -2,8 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { StepProgress, TrainerWorkerInfo } from "@bridle/contracts";
-import { type Logger, stackMarkEnv } from "@bridle/service-kit";
-import { repoRoot } from "./env.ts";
+import { type Logger, repoRoot, stackMarkEnv } from "@bridle/service-kit";
 
 export interface WorkerOptions {
   python: string;

@@ -1,17 +1,15 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 import type { VerificationResult } from "@bridle/contracts";
 import { loadTask, sandboxFor, writeTree } from "@bridle/harbor";
 import type { Sandbox } from "@bridle/sandbox";
-import { createLogger } from "@bridle/service-kit";
+import { createLogger, repoRoot } from "@bridle/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createVerifierApp } from "./app.ts";
 
-const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..");
 const TASKS_PORT = 19402;
 const tasksUrl = `http://127.0.0.1:${TASKS_PORT}`;
 let dir: string;

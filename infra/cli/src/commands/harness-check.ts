@@ -10,11 +10,10 @@ import {
   RolloutResult,
   Trajectory,
 } from "@bridle/contracts";
-import { callJson } from "@bridle/service-kit";
+import { callJson, repoRoot } from "@bridle/service-kit";
 import {
   loadStackConfig,
   type Running,
-  repoRoot,
   type StackConfig,
   StackError,
   stackComponents,

@@ -2,7 +2,7 @@ import { spawnSync } from "node:child_process";
 import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { repoRoot } from "@bridle/stack";
+import { repoRoot } from "@bridle/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 let dir: string;

@@ -11,8 +11,8 @@ import {
   RunView,
 } from "@bridle/contracts";
 import { type MatrixCell, renderMatrix, specialisation } from "@bridle/evaluation";
-import { callJson, ServiceError } from "@bridle/service-kit";
-import { repoRoot, type StackConfig } from "@bridle/stack";
+import { callJson, repoRoot, ServiceError } from "@bridle/service-kit";
+import type { StackConfig } from "@bridle/stack";
 import type { z } from "zod";
 
 type Say = (line: string) => void;

@@ -1,3 +1,3 @@
 /** Names and types the gateway needs to start and read Bridle's workflows. */
 export type { Activities } from "./activities.ts";
-export type { evaluation, probeStack, trainingRun } from "./workflows.ts";
+export type { evaluation, probeStack, trainingRun } from "./workflows/index.ts";

@@ -4,7 +4,7 @@ import { Worker } from "@temporalio/worker";
 import { describe, expect, it } from "vitest";
 
 const dir = fileURLToPath(new URL("../histories", import.meta.url));
-const workflowsPath = fileURLToPath(new URL("./workflows.ts", import.meta.url));
+const workflowsPath = fileURLToPath(new URL("./workflows/index.ts", import.meta.url));
 const histories = readdirSync(dir).filter((f) => f.endsWith(".json"));
 
 /**

@@ -74,7 +74,7 @@ export async function startDevTemporal(temporalBin: string): Promise<DevTemporal
   const clientConnection = await Connection.connect({ address: `127.0.0.1:${port}` });
   const workers: Worker[] = [];
   const running: Promise<void>[] = [];
-  const workflowsPath = fileURLToPath(new URL("./workflows.ts", import.meta.url));
+  const workflowsPath = fileURLToPath(new URL("./workflows/index.ts", import.meta.url));
   return {
     client: new Client({ connection: clientConnection, namespace: "bridle" }),
     async work(activities, maxConcurrentActivities) {

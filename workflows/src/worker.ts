@@ -7,7 +7,7 @@ import { loadWorkerEnv } from "./env.ts";
 
 const env = orExit(loadWorkerEnv);
 const log = createLogger("worker", env.LOG_LEVEL);
-const workflowsPath = fileURLToPath(new URL("./workflows.ts", import.meta.url));
+const workflowsPath = fileURLToPath(new URL("./workflows/index.ts", import.meta.url));
 
 const connection = await NativeConnection.connect({ address: env.TEMPORAL_ADDRESS });
 const activities = createActivities({

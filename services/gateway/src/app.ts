@@ -16,7 +16,10 @@ export interface GatewayDeps {
   bodyLimitBytes?: number;
 }
 
-/** The gateway: Bridle's public HTTP API. It starts and reads workflows; it never calls services. */
+/**
+ * The gateway: Bridle's public HTTP API. It starts and reads workflows; the one service it calls is
+ * serving, to list adapter versions (read-only): every change goes through a workflow.
+ */
 export function createGatewayApp(deps: GatewayDeps) {
   const app = createApp({
     name: "gateway",

@@ -1,0 +1,5 @@
+/** Every workflow the worker registers. Workflow code must stay deterministic (see biome.json). */
+export { calibration } from "./calibration.ts";
+export { evaluation } from "./evaluation.ts";
+export { probeStack } from "./probe.ts";
+export { trainingRun } from "./training.ts";

@@ -19,7 +19,7 @@ import {
 export const benchHome = process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle");
 /** The install's Python (vLLM, torch, the trainer's package). */
 export const benchPython = join(benchHome, "venv", "bin", "python");
-const trainerDir = join(repoRoot, "infra", "trainer");
+const trainerDir = join(repoRoot, "services", "trainer", "python");
 
 /** Writes a random rank-8 PEFT adapter for the model (on `targets`, else the trainer's modules). */
 export function makeAdapter(modelDir: string, out: string, targets?: string): string {

@@ -50,7 +50,7 @@ export function makeAdapters(
   ];
   if (options.zero) args.push("--zero");
   args.push("--seed", String(options.seed ?? 1));
-  const cwd = join(repoRoot, "infra", "trainer");
+  const cwd = join(repoRoot, "services", "trainer", "python");
   execFileSync(python, args, {
     cwd,
     env: { ...process.env, PYTHONPATH: cwd, HF_HUB_OFFLINE: "1" },

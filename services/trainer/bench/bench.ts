@@ -16,7 +16,7 @@ import { z } from "zod";
 const home = process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle");
 const python = join(home, "venv", "bin", "python");
 const modelDir = join(home, "models", "smollm2-135m-instruct");
-const cwd = join(repoRoot, "infra", "trainer");
+const cwd = join(repoRoot, "services", "trainer", "python");
 const pyEnv = { ...process.env, PYTHONPATH: cwd, HF_HUB_OFFLINE: "1", TRANSFORMERS_OFFLINE: "1" };
 const RELOADS = 10;
 

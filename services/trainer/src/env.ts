@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { BaseEnv, loadEnv, repoRoot } from "@bridle/service-kit";
 import { z } from "zod";
 
-/** The repository root; the worker's Python package lives at `infra/trainer` under it. */
+/** The install folder by default: the worker runs the Python of its venv. */
 const home = join(repoRoot, ".bridle");
 
 export const TrainerEnv = BaseEnv.extend({

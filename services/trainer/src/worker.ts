@@ -43,7 +43,7 @@ type WorkerEvent =
 
 /**
  * Spawns the resident Python trainer and keeps it alive: JSON lines on stdin/stdout (see
- * `infra/trainer/bridle_trainer/worker.py`), stderr into the log. When it dies, the step in flight
+ * `services/trainer/python/bridle_trainer/worker.py`), stderr into the log. When it dies, the step in flight
  * fails as retryable `worker_crashed` and a new worker starts after a short delay.
  */
 export class TrainerWorker {
@@ -71,7 +71,7 @@ export class TrainerWorker {
   start(): void {
     const { python, modelDir, dataDir, device, log, precision = "fp32" } = this.options;
     this.info.state = this.info.restarts > 0 ? "restarting" : "starting";
-    const cwd = join(repoRoot, "infra", "trainer");
+    const cwd = join(repoRoot, "services", "trainer", "python");
     const child = spawn(
       python,
       [

@@ -7,11 +7,11 @@
  */
 import { join } from "node:path";
 import { runWorkflowId, TaskQueues, TrainingRunConfig } from "@bridle/contracts";
+import { mapBounded } from "@bridle/service-kit/limit";
 import { loadStackConfig } from "@bridle/stack";
 import { Runtime } from "@temporalio/worker";
 import type { Activities } from "../src/activities.ts";
 import { standInActivities, startDevTemporal } from "../src/stand-ins.ts";
-import { mapPool } from "../src/workflows/pool.ts";
 
 Runtime.install({ logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} } as never });
 const STEPS = 3;
@@ -26,7 +26,7 @@ async function plainLoop(group: number): Promise<number> {
   for (let step = 1; step <= STEPS; step++) {
     const sample = await a.sampleTasks({ seed: 0, cursor, size: 1 });
     const jobs = Array.from({ length: group }, (_, i) => ({ task: sample.tasks[0]!, i }));
-    const results = await mapPool(jobs, group, (j) =>
+    const results = await mapBounded(jobs, group, (j) =>
       a.runRollout({
         rolloutId: `b/${step}/${j.i}`,
         taskId: j.task.id,

@@ -8,5 +8,5 @@ export { findTaskDirs, type HarborStep, type HarborTask, type LoadResult, loadTa
 export { splitFor } from "./split.ts";
 export { belowMinReward, rollUpSteps, type StepScore } from "./steps.ts";
 export { labelsOf, parseTaskToml, phaseEnv, TaskToml } from "./task-toml.ts";
-export { mapBounded, type ValidateOptions, validateFolder, validateTask } from "./validate.ts";
+export { type ValidateOptions, validateFolder, validateTask } from "./validate.ts";
 export { runTests, type TestRunOptions, TOOLCHAIN_DIR } from "./verify.ts";

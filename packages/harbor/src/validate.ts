@@ -1,6 +1,7 @@
 import { basename } from "node:path";
 import type { ControlResults, TaskVerdict } from "@bridle/contracts";
 import type { EnvironmentImages } from "@bridle/sandbox";
+import { mapBounded } from "@bridle/service-kit";
 import { controlProblems, runControls } from "./controls.ts";
 import { taskImage } from "./image.ts";
 import { labelsFromControls } from "./labels.ts";
@@ -27,24 +28,6 @@ export interface ValidateOptions {
   passedBefore?: (task: HarborTask) => ControlResults | null | undefined;
   /** Called as each task's verdict is known, in completion order. */
   onVerdict?: (verdict: TaskVerdict, task: HarborTask | null) => void | Promise<void>;
-}
-
-/** Runs `work` over `items` with at most `limit` in flight, keeping the input order in the result. */
-export async function mapBounded<T, R>(
-  items: T[],
-  limit: number,
-  work: (item: T) => Promise<R>,
-): Promise<R[]> {
-  const results: R[] = new Array(items.length);
-  let next = 0;
-  const lane = async () => {
-    while (next < items.length) {
-      const index = next++;
-      results[index] = await work(items[index] as T);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, lane));
-  return results;
 }
 
 /** Validates one task folder: schema, then (optionally) the controls. Never throws for a bad task. */

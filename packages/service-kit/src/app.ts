@@ -5,7 +5,7 @@ import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { requestIdOf } from "./auth.ts";
-import { httpError, isErrorCause, issuesOf } from "./errors.ts";
+import { httpError, issuesOf, ServiceError } from "./errors.ts";
 import type { Logger } from "./logger.ts";
 
 /** Per-request context every handler can read: `c.get("log")`, `c.get("requestId")`. */
@@ -83,14 +83,15 @@ export function createApp(options: AppOptions): OpenAPIHono<ServiceEnv> {
   app.onError((err, c) => {
     const requestId = c.get("requestId");
     if (err instanceof HTTPException) {
-      const cause = isErrorCause(err.cause) ? err.cause : { code: codeForStatus(err.status) };
+      const cause = err.cause instanceof ServiceError ? err.cause : undefined;
+      const code = cause?.code ?? codeForStatus(err.status);
       return c.json<ErrorBody>(
         {
           error: {
-            code: cause.code,
-            message: err.message || cause.code,
-            retryable: cause.retryable ?? err.status >= 502,
-            ...(cause.issues ? { issues: cause.issues } : {}),
+            code,
+            message: err.message || code,
+            retryable: cause?.retryable ?? err.status >= 502,
+            ...(cause?.issues ? { issues: cause.issues } : {}),
             requestId,
           },
         },

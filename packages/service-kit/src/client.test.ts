@@ -2,7 +2,8 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { callJson, ServiceError } from "./client.ts";
+import { callJson } from "./client.ts";
+import { ServiceError } from "./errors.ts";
 
 let server: Server;
 let base: string;

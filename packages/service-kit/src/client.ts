@@ -2,20 +2,7 @@ import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { ErrorBody } from "@bridle/contracts";
 import type { z } from "zod";
-
-/** A failed call to another Bridle service (or the model server), with what the caller needs. */
-export class ServiceError extends Error {
-  constructor(
-    message: string,
-    readonly status: number,
-    readonly code: string,
-    readonly retryable: boolean,
-    readonly body?: unknown,
-  ) {
-    super(message);
-    this.name = "ServiceError";
-  }
-}
+import { ServiceError } from "./errors.ts";
 
 export interface CallOptions<S extends z.ZodType> {
   method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";

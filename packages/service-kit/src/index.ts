@@ -4,6 +4,7 @@ export * from "./auth.ts";
 export * from "./client.ts";
 export * from "./env.ts";
 export * from "./errors.ts";
+export * from "./limit.ts";
 export * from "./logger.ts";
 export * from "./openapi.ts";
 export * from "./paths.ts";

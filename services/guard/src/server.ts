@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import { type Logger, requestIdOf } from "@bridle/service-kit";
+import { type Logger, requestIdOf, ServiceError } from "@bridle/service-kit";
 import { getRequestListener } from "@hono/node-server";
 import { handleProxyCall, type ProxyDeps } from "./proxy/handle.ts";
-import { type Api, batchedWriter, errorOutcome, ProxyError } from "./proxy/http.ts";
+import { type Api, batchedWriter, errorOutcome } from "./proxy/http.ts";
 
 const HOT_ROUTES: Record<string, Api> = { "/v1/chat/completions": "openai", "/v1/messages": "anthropic" };
 
@@ -47,7 +47,12 @@ async function serveProxyCall(
       res,
       errorOutcome(
         api,
-        new ProxyError(413, "payload_too_large", `Request body is larger than the limit of ${limit} bytes`),
+        new ServiceError(
+          `Request body is larger than the limit of ${limit} bytes`,
+          413,
+          "payload_too_large",
+          false,
+        ),
       ),
     );
   }

@@ -7,8 +7,8 @@ import {
   TrainStepResult,
   type TrainStepView,
 } from "@bridle/contracts";
-import { httpError, type Logger } from "@bridle/service-kit";
-import { type TrainerWorker, WorkerStepError } from "./worker.ts";
+import { httpError, type Logger, ServiceError } from "@bridle/service-kit";
+import type { TrainerWorker } from "./worker.ts";
 
 /** JSON with sorted keys, so equal batches hash equally whatever order their keys came in. */
 function canonical(value: unknown): string {
@@ -170,7 +170,7 @@ function conflict(run: string, step: number, what: string) {
 }
 
 function toFailure(err: unknown): Failure {
-  if (err instanceof WorkerStepError) {
+  if (err instanceof ServiceError) {
     return { status: err.status, code: err.code, message: err.message, retryable: err.retryable };
   }
   const message = err instanceof Error ? err.message : String(err);

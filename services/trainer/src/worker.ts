@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { StepProgress, TrainerWorkerInfo } from "@bridle/contracts";
-import { type Logger, repoRoot, stackMarkEnv } from "@bridle/service-kit";
+import { type Logger, repoRoot, ServiceError, stackMarkEnv } from "@bridle/service-kit";
 
 export interface WorkerOptions {
   python: string;
@@ -13,19 +13,6 @@ export interface WorkerOptions {
   precision?: "fp32" | "bf16";
   restartDelayMs: number;
   log: Logger;
-}
-
-/** An error the worker reported for a step, with an HTTP-like status and a stable code. */
-export class WorkerStepError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly retryable = false,
-  ) {
-    super(message);
-    this.name = "WorkerStepError";
-  }
 }
 
 interface Pending {
@@ -126,7 +113,7 @@ export class TrainerWorker {
   run(request: unknown, onProgress: (p: StepProgress) => void): Promise<unknown> {
     if (this.info.state !== "ready" || !this.child?.stdin) {
       return Promise.reject(
-        new WorkerStepError(503, "trainer_unavailable", `worker is ${this.info.state}`, true),
+        new ServiceError(`worker is ${this.info.state}`, 503, "trainer_unavailable", true),
       );
     }
     const id = `s${++this.counter}`;
@@ -178,7 +165,7 @@ export class TrainerWorker {
     if (event.type === "result") pending.resolve(event.result);
     else {
       const { status, code, message } = event.error;
-      pending.reject(new WorkerStepError(status, code, message, status >= 500));
+      pending.reject(new ServiceError(message, status, code, status >= 500));
     }
   }
 
@@ -190,7 +177,7 @@ export class TrainerWorker {
     this.pending = undefined;
     const how = signal ? `signal ${signal}` : `exit code ${code}`;
     pending?.reject(
-      new WorkerStepError(503, "worker_crashed", `the trainer worker stopped (${how}) mid-step`, true),
+      new ServiceError(`the trainer worker stopped (${how}) mid-step`, 503, "worker_crashed", true),
     );
     if (this.stopping) {
       this.info.state = "stopped";

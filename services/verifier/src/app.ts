@@ -1,7 +1,6 @@
 import type { RewardConfig } from "@bridle/contracts";
 import type { EnvironmentImages } from "@bridle/sandbox";
-import { createApp, type Logger } from "@bridle/service-kit";
-import { Semaphore } from "./limit.ts";
+import { createApp, type Logger, Semaphore } from "@bridle/service-kit";
 import { verificationRoutes } from "./routes/verifications.ts";
 
 export interface VerifierDeps {

@@ -10,8 +10,8 @@ import {
 import { fromTaskFiles, runTests } from "@bridle/harbor";
 import { computeReward } from "@bridle/reward";
 import { type EnvironmentImages, Sandbox } from "@bridle/sandbox";
+import type { Semaphore } from "@bridle/service-kit";
 import { callJson, httpError, ServiceError } from "@bridle/service-kit";
-import type { Semaphore } from "./limit.ts";
 
 export interface VerifyDeps {
   tasksUrl: string;

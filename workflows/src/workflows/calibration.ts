@@ -1,7 +1,7 @@
 import type { CalibrationConfig, CalibrationOutput, RolloutResult } from "@bridle/contracts";
+import { mapBounded } from "@bridle/service-kit/limit";
 import { setHandler } from "@temporalio/workflow";
 import { admit, heldOutTasks, jobProgress, recordCalibration, runRollout } from "./job.ts";
-import { mapPool } from "./pool.ts";
 import { rolloutSeed } from "./seed.ts";
 
 /**
@@ -19,7 +19,7 @@ export async function calibration(config: CalibrationConfig & { id: string }): P
   );
   let done = 0;
   setHandler(jobProgress, () => ({ done, total: jobs.length }));
-  const results = await mapPool(jobs, config.concurrency, async ({ task, attempt }) => {
+  const results = await mapBounded(jobs, config.concurrency, async ({ task, attempt }) => {
     const result = await runRollout({
       rolloutId: `${config.id}/${task.id}/${attempt}`,
       taskId: task.id,

@@ -1,8 +1,8 @@
 import type { EvalConfig, EvalOutcome, EvalOutput } from "@bridle/contracts";
 import { buildReport, renderMarkdown } from "@bridle/evaluation";
+import { mapBounded } from "@bridle/service-kit/limit";
 import { setHandler, workflowInfo } from "@temporalio/workflow";
 import { admit, heldOutTasks, jobProgress, resolveServed, runRollout, writeReport } from "./job.ts";
-import { mapPool } from "./pool.ts";
 import { rolloutSeed } from "./seed.ts";
 
 /**
@@ -34,7 +34,7 @@ export async function evaluation(config: EvalConfig & { id: string }): Promise<E
   let done = 0;
   setHandler(jobProgress, () => ({ done, total: jobs.length }));
 
-  const outcomes = await mapPool(
+  const outcomes = await mapBounded(
     jobs,
     config.concurrency,
     async ({ task, arm, attempt }): Promise<EvalOutcome> => {

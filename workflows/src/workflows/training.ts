@@ -7,6 +7,7 @@ import {
   TaskQueues,
   type TrainingRunConfig,
 } from "@bridle/contracts";
+import { mapBounded } from "@bridle/service-kit/limit";
 import {
   allHandlersFinished,
   condition,
@@ -22,7 +23,6 @@ import {
 } from "@temporalio/workflow";
 import type { Activities, BatchEntry } from "../activities.ts";
 import { evaluation } from "./evaluation.ts";
-import { mapPool } from "./pool.ts";
 import { rolloutSeed } from "./seed.ts";
 
 const { sampleTasks } = proxyActivities<Activities>({
@@ -237,7 +237,7 @@ async function rollouts(
   );
   let failures = 0;
   let resampled = 0;
-  const results = await mapPool(jobs, config.concurrency, async ({ task, member }) => {
+  const results = await mapBounded(jobs, config.concurrency, async ({ task, member }) => {
     for (let attempt = 0; ; attempt++) {
       const rolloutId = `${config.name}/s${number}${draw > 0 ? `d${draw}` : ""}/${task.id}/g${member}${attempt > 0 ? `/r${attempt}` : ""}`;
       const result = await runRollout({

@@ -1,4 +1,4 @@
-import { ProxyError } from "./http.ts";
+import { ServiceError } from "@bridle/service-kit";
 
 type Block = {
   type?: string;
@@ -119,6 +119,6 @@ function textOf(value: unknown, where: string): string {
   throw bad(`${where} must be a string or an array of text blocks`);
 }
 
-function bad(message: string): ProxyError {
-  return new ProxyError(400, "invalid_request_error", message);
+function bad(message: string): ServiceError {
+  return new ServiceError(message, 400, "invalid_request_error", false);
 }

@@ -1,11 +1,14 @@
 import type { Session } from "@bridle/contracts";
-import type { Logger } from "@bridle/service-kit";
+import { type Logger, ServiceError } from "@bridle/service-kit";
 import { toOpenAIRequest } from "./anthropic-request.ts";
 import { AnthropicCollector, AnthropicStreamWriter } from "./anthropic-response.ts";
 import { type ExchangeDeps, openExchange, type Sink } from "./exchange.ts";
-import { type Api, errorOutcome, type HeaderGetter, ProxyError, parseJsonBody, sessionOf } from "./http.ts";
+import { type Api, errorOutcome, type HeaderGetter, parseJsonBody, sessionOf } from "./http.ts";
 import { OpenAICollector, OpenAIStreamWriter } from "./openai.ts";
-import { Cancel, UpstreamError } from "./upstream.ts";
+import { Cancel } from "./upstream.ts";
+
+/** The model server's own refusals (4xx), logged like its outages; the guard's own 4xx are not. */
+const UPSTREAM_CODES = new Set(["model_not_found", "upstream_rejected"]);
 
 export interface ProxyDeps extends ExchangeDeps {
   /** Clamp for `max_tokens` (harnesses ask for more than small served models allow). */
@@ -69,12 +72,13 @@ export async function handleProxyCall(
     }
     const sink = api === "openai" ? new OpenAICollector() : new AnthropicCollector();
     await pump(sink);
-    if (sink.failure) throw new ProxyError(502, "upstream_error", sink.failure, true);
+    if (sink.failure) throw new ServiceError(sink.failure, 502, "upstream_error", true);
     return { status: 200, headers: {}, json: sink.body() };
   } catch (err) {
-    if (err instanceof UpstreamError)
-      log.warn({ status: err.status, message: err.message }, "upstream failure");
-    else if (!(err instanceof ProxyError)) log.error({ err, api }, "proxy failure");
+    if (err instanceof ServiceError) {
+      if (err.status >= 500 || UPSTREAM_CODES.has(err.code))
+        log.warn({ status: err.status, code: err.code, message: err.message }, "upstream failure");
+    } else log.error({ err, api }, "proxy failure");
     return errorOutcome(api, err);
   }
 }
@@ -97,13 +101,14 @@ function closingAnswer(session: Session): (sink: Sink) => Promise<void> {
 
 function openAIRequest(body: Record<string, unknown>): Record<string, unknown> {
   if (!Array.isArray(body.messages)) {
-    throw new ProxyError(400, "invalid_request", "`messages` must be an array of chat messages");
+    throw new ServiceError("`messages` must be an array of chat messages", 400, "invalid_request", false);
   }
   if (typeof body.n === "number" && body.n > 1) {
-    throw new ProxyError(
+    throw new ServiceError(
+      "`n` must be 1: the guard checks and captures one choice per call",
       400,
       "invalid_request",
-      "`n` must be 1: the guard checks and captures one choice per call",
+      false,
     );
   }
   const out = { ...body };

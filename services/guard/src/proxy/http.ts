@@ -1,18 +1,7 @@
 import type { Session } from "@bridle/contracts";
+import { ServiceError } from "@bridle/service-kit";
 import type { GuardStore } from "../capture.ts";
-import { type Cancel, UpstreamError } from "./upstream.ts";
-
-/** An error to render in the calling API's own error format. */
-export class ProxyError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-    readonly retryable = false,
-  ) {
-    super(message);
-  }
-}
+import type { Cancel } from "./upstream.ts";
 
 export type Api = "openai" | "anthropic";
 
@@ -24,19 +13,21 @@ export async function sessionOf(header: HeaderGetter, store: GuardStore): Promis
   const bearer = /^Bearer\s+(.+)$/i.exec(header("authorization") ?? "")?.[1];
   const key = bearer ?? header("x-api-key");
   if (!key) {
-    throw new ProxyError(
+    throw new ServiceError(
+      "No API key: send the session key as `Authorization: Bearer <key>` or `x-api-key`",
       401,
       "missing_api_key",
-      "No API key: send the session key as `Authorization: Bearer <key>` or `x-api-key`",
+      false,
     );
   }
   const trimmed = key.trim();
   const session = store.sessionByKey(trimmed) ?? (await store.lookupKey(trimmed));
   if (!session) {
-    throw new ProxyError(
+    throw new ServiceError(
+      "Unknown API key: no guard session is registered for it (POST /admin/sessions first)",
       401,
       "unknown_session",
-      "Unknown API key: no guard session is registered for it (POST /admin/sessions first)",
+      false,
     );
   }
   return session;
@@ -48,14 +39,15 @@ export function parseJsonBody(text: string): Record<string, unknown> {
   try {
     body = JSON.parse(text);
   } catch (err) {
-    throw new ProxyError(
+    throw new ServiceError(
+      `The request body is not valid JSON: ${(err as Error).message}`,
       400,
       "invalid_json",
-      `The request body is not valid JSON: ${(err as Error).message}`,
+      false,
     );
   }
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
-    throw new ProxyError(400, "invalid_request", "The request body must be a JSON object");
+    throw new ServiceError("The request body must be a JSON object", 400, "invalid_request", false);
   }
   return body as Record<string, unknown>;
 }
@@ -66,11 +58,9 @@ export function errorOutcome(
   err: unknown,
 ): { status: number; headers: Record<string, string>; json: unknown } {
   const e =
-    err instanceof ProxyError
+    err instanceof ServiceError
       ? err
-      : err instanceof UpstreamError
-        ? new ProxyError(err.status, err.code, err.message, err.retryable)
-        : new ProxyError(500, "internal", "Internal error in the guard; see its log", true);
+      : new ServiceError("Internal error in the guard; see its log", 500, "internal", true);
   const headers: Record<string, string> = e.retryable ? { "retry-after": "1" } : {};
   const json =
     api === "openai"

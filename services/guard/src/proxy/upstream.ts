@@ -1,19 +1,7 @@
 import { Agent, type IncomingMessage, type RequestOptions, request } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import { urlToHttpOptions } from "node:url";
-
-/** A failure talking to the model server, with the status the harness should see. */
-export class UpstreamError extends Error {
-  constructor(
-    message: string,
-    readonly status: number,
-    readonly code: string,
-    readonly retryable: boolean,
-  ) {
-    super(message);
-    this.name = "UpstreamError";
-  }
-}
+import { ServiceError } from "@bridle/service-kit";
 
 /**
  * Cancels one upstream call (the harness hung up). A hook instead of an AbortSignal: handing a
@@ -60,7 +48,7 @@ export class UpstreamClient {
     this.agent = this.url.protocol === "https:" ? new HttpsAgent(options) : new Agent(options);
   }
 
-  /** POSTs JSON and resolves once response headers arrive. A non-2xx answer becomes an UpstreamError. */
+  /** POSTs JSON and resolves once response headers arrive. A non-2xx answer becomes a ServiceError with the status the harness should see. */
   post(path: string, body: unknown, cancel?: Cancel): Promise<IncomingMessage> {
     const payload = JSON.stringify(body);
     const send = this.url.protocol === "https:" ? httpsRequest : request;
@@ -84,7 +72,7 @@ export class UpstreamClient {
           if (status < 400) return resolve(res);
           readAll(res).then(
             (text) => reject(upstreamStatusError(status, text)),
-            () => reject(new UpstreamError(`model server answered ${status}`, 502, "upstream_error", true)),
+            () => reject(new ServiceError(`model server answered ${status}`, 502, "upstream_error", true)),
           );
         },
       );
@@ -97,7 +85,7 @@ export class UpstreamClient {
       req.on("error", (err: NodeJS.ErrnoException) => {
         const down = ["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "ECONNRESET"].includes(err.code ?? "");
         reject(
-          new UpstreamError(
+          new ServiceError(
             `model server ${down ? "unreachable" : "failed"} at ${this.url.origin}: ${err.message}`,
             down ? 503 : 502,
             down ? "upstream_unavailable" : "upstream_error",
@@ -113,7 +101,7 @@ export class UpstreamClient {
   async getJson(path: string): Promise<unknown> {
     const res = await fetch(new URL(path, this.url), { signal: AbortSignal.timeout(10_000) }).catch(
       (err: Error) => {
-        throw new UpstreamError(
+        throw new ServiceError(
           `model server unreachable at ${this.url.origin}: ${err.message}`,
           503,
           "upstream_unavailable",
@@ -132,7 +120,7 @@ export class UpstreamClient {
 }
 
 /** Upstream 5xx is the guard's 502 (retryable); 4xx passes through with the model server's message. */
-function upstreamStatusError(status: number, text: string): UpstreamError {
+function upstreamStatusError(status: number, text: string): ServiceError {
   let message = text.slice(0, 1000);
   try {
     const parsed = JSON.parse(text) as { error?: { message?: string } | string; message?: string };
@@ -142,8 +130,8 @@ function upstreamStatusError(status: number, text: string): UpstreamError {
     // Not JSON: keep the text as it came.
   }
   if (status >= 500)
-    return new UpstreamError(`model server error ${status}: ${message}`, 502, "upstream_error", true);
-  return new UpstreamError(message, status, status === 404 ? "model_not_found" : "upstream_rejected", false);
+    return new ServiceError(`model server error ${status}: ${message}`, 502, "upstream_error", true);
+  return new ServiceError(message, status, status === 404 ? "model_not_found" : "upstream_rejected", false);
 }
 
 export function readAll(res: IncomingMessage): Promise<string> {

@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { HarnessCheck, RolloutRequest, RolloutResult } from "@bridle/contracts";
-import { createRouter, errorContent, httpError } from "@bridle/service-kit";
+import { createRouter, errorContent, httpError, Semaphore } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import { harnesses } from "../harnesses/index.ts";
 import type { HarnessAdapter } from "../harnesses/types.ts";
@@ -9,37 +9,21 @@ import { type RolloutDeps, resultPath, runRollout } from "../rollout.ts";
 
 /** Bounds concurrent rollouts and runs a rollout id at most once at a time. */
 class Scheduler {
-  private running = 0;
-  private readonly waiting: (() => void)[] = [];
+  private readonly limiter: Semaphore;
   private readonly inFlight = new Map<string, Promise<RolloutResult>>();
 
-  constructor(private readonly limit: number) {}
+  constructor(limit: number) {
+    this.limiter = new Semaphore(limit);
+  }
 
   run(id: string | undefined, work: () => Promise<RolloutResult>): Promise<RolloutResult> {
     const existing = id ? this.inFlight.get(id) : undefined;
     if (existing) return existing;
-    const promise = this.acquire()
-      .then(work)
-      .finally(() => {
-        this.release();
-        if (id) this.inFlight.delete(id);
-      });
+    const promise = this.limiter.run(work).finally(() => {
+      if (id) this.inFlight.delete(id);
+    });
     if (id) this.inFlight.set(id, promise);
     return promise;
-  }
-
-  private async acquire(): Promise<void> {
-    if (this.running < this.limit) {
-      this.running++;
-      return;
-    }
-    await new Promise<void>((resolve) => this.waiting.push(resolve));
-  }
-
-  private release(): void {
-    const next = this.waiting.shift();
-    if (next) next();
-    else this.running--;
   }
 }
 

@@ -1,8 +1,7 @@
 import type { CalibrationConfig, CalibrationOutput, RolloutResult } from "@bridle/contracts";
 import { mapBounded } from "@bridle/service-kit/limit";
 import { setHandler } from "@temporalio/workflow";
-import { admit, heldOutTasks, jobProgress, recordCalibration, runRollout } from "./job.ts";
-import { rolloutSeed } from "./seed.ts";
+import { admit, heldOutTasks, jobProgress, measuringRollout, recordCalibration, runRollout } from "./job.ts";
 
 /**
  * Measures each task's base success: k rollouts of one model in one harness at the training
@@ -20,21 +19,15 @@ export async function calibration(config: CalibrationConfig & { id: string }): P
   let done = 0;
   setHandler(jobProgress, () => ({ done, total: jobs.length }));
   const results = await mapBounded(jobs, config.concurrency, async ({ task, attempt }) => {
-    const result = await runRollout({
-      rolloutId: `${config.id}/${task.id}/${attempt}`,
-      taskId: task.id,
-      harness: config.harness,
-      model: config.model,
-      capture: false,
-      guardMode: "block",
-      rewardMode: "eval",
-      temperature: config.temperature,
-      seed: rolloutSeed(config.seed, `${task.id}/${attempt}`),
-      maxTurns: config.maxTurns,
-      contextWindow: config.contextWindow,
-      ...(config.agentTimeoutSec ? { agentTimeoutSec: config.agentTimeoutSec } : {}),
-      labels: { calibration: config.id },
-    });
+    const result = await runRollout(
+      measuringRollout(config, {
+        rolloutId: `${config.id}/${task.id}/${attempt}`,
+        taskId: task.id,
+        model: config.model,
+        seedKey: `${task.id}/${attempt}`,
+        labels: { calibration: config.id },
+      }),
+    );
     done++;
     return { task, result };
   });

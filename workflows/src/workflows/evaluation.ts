@@ -2,8 +2,15 @@ import type { EvalConfig, EvalOutcome, EvalOutput } from "@bridle/contracts";
 import { buildReport, renderMarkdown } from "@bridle/evaluation";
 import { mapBounded } from "@bridle/service-kit/limit";
 import { setHandler, workflowInfo } from "@temporalio/workflow";
-import { admit, heldOutTasks, jobProgress, resolveServed, runRollout, writeReport } from "./job.ts";
-import { rolloutSeed } from "./seed.ts";
+import {
+  admit,
+  heldOutTasks,
+  jobProgress,
+  measuringRollout,
+  resolveServed,
+  runRollout,
+  writeReport,
+} from "./job.ts";
 
 /**
  * Adapter vs base model (or two adapter versions) on held-out tasks with the harness fixed: N
@@ -40,22 +47,16 @@ export async function evaluation(config: EvalConfig & { id: string }): Promise<E
     async ({ task, arm, attempt }): Promise<EvalOutcome> => {
       const model = arm === "candidate" ? config.candidate : config.baseline;
       const rolloutId = `${config.id}/${task.id}/${arm}/${attempt}`;
-      const result = await runRollout({
-        rolloutId,
-        taskId: task.id,
-        harness: config.harness,
-        model,
-        capture: false,
-        guardMode: "block",
-        rewardMode: "eval",
-        temperature: config.temperature,
-        // Both arms of one (task, attempt) sample with the same seed: paired, common random numbers.
-        seed: rolloutSeed(config.seed, `${task.id}/${attempt}`),
-        maxTurns: config.maxTurns,
-        contextWindow: config.contextWindow,
-        ...(config.agentTimeoutSec ? { agentTimeoutSec: config.agentTimeoutSec } : {}),
-        labels: { eval: config.id, arm },
-      });
+      // Both arms of one (task, attempt) sample with the same seed: paired, common random numbers.
+      const result = await runRollout(
+        measuringRollout(config, {
+          rolloutId,
+          taskId: task.id,
+          model,
+          seedKey: `${task.id}/${attempt}`,
+          labels: { eval: config.id, arm },
+        }),
+      );
       done++;
       const failed = result.environmentFailure;
       return {

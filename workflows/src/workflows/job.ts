@@ -1,4 +1,4 @@
-import { type JobAdmission, type JobProgress, TaskQueues } from "@bridle/contracts";
+import { type JobAdmission, type JobProgress, type RolloutRequest, TaskQueues } from "@bridle/contracts";
 import {
   ActivityFailure,
   ApplicationFailure,
@@ -10,6 +10,7 @@ import {
   setHandler,
 } from "@temporalio/workflow";
 import type { Activities } from "../activities.ts";
+import { rolloutSeed } from "./seed.ts";
 
 /** What a finite job of rollouts (an evaluation, a calibration) calls, with the same retry policy. */
 export const { heldOutTasks, resolveServed, writeReport, recordCalibration } = proxyActivities<Activities>({
@@ -22,6 +23,47 @@ export const { runRollout } = proxyActivities<Activities>({
   heartbeatTimeout: "30 seconds",
   retry: { initialInterval: "5 seconds", maximumInterval: "2 minutes", maximumAttempts: 20 },
 });
+
+/** The rollout limits and sampling a job's configuration carries (an evaluation's, a calibration's). */
+interface JobSampling {
+  harness: string;
+  temperature: number;
+  seed: number;
+  maxTurns: number;
+  contextWindow: number;
+  agentTimeoutSec?: number | undefined;
+}
+
+/**
+ * One measuring rollout of a job: no capture, blocked calls blocked, scored for evaluation. Its seed
+ * comes from the job's seed and `seedKey` alone, so two arms that share a key sample alike.
+ */
+export function measuringRollout(
+  config: JobSampling,
+  rollout: {
+    rolloutId: string;
+    taskId: string;
+    model: string;
+    seedKey: string;
+    labels: Record<string, string>;
+  },
+): RolloutRequest {
+  return {
+    rolloutId: rollout.rolloutId,
+    taskId: rollout.taskId,
+    harness: config.harness,
+    model: rollout.model,
+    capture: false,
+    guardMode: "block",
+    rewardMode: "eval",
+    temperature: config.temperature,
+    seed: rolloutSeed(config.seed, rollout.seedKey),
+    maxTurns: config.maxTurns,
+    contextWindow: config.contextWindow,
+    ...(config.agentTimeoutSec ? { agentTimeoutSec: config.agentTimeoutSec } : {}),
+    labels: rollout.labels,
+  };
+}
 
 /** The `progress` query of a job: rollouts done of all it runs. */
 export const jobProgress = defineQuery<JobProgress>("progress");

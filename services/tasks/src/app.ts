@@ -1,20 +1,13 @@
-import type { EnvironmentImages } from "@bridle/sandbox";
+import type { SandboxHost } from "@bridle/harbor";
 import { createApp, type Logger } from "@bridle/service-kit";
 import { taskRoutes } from "./routes/tasks.ts";
 import type { TaskStore } from "./store.ts";
 
-export interface TasksDeps {
+export interface TasksDeps extends SandboxHost {
   log: Logger;
   store: TaskStore;
   heldOutRatio: number;
   controlParallel: number;
-  sandboxDir?: string | undefined;
-  /** Variables of the user's environment that tasks' `${VAR}` references may read. */
-  allowedEnv?: readonly string[];
-  /** The verifier toolchain on this host, shown read-only to the tests. */
-  toolchain?: string | undefined;
-  /** Builds tasks' Dockerfiles at import (their sandboxes run on the images); none: bubblewrap on the host. */
-  images?: EnvironmentImages | undefined;
   bodyLimitBytes?: number;
 }
 

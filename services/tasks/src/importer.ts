@@ -1,10 +1,9 @@
 import type { TaskVerdict } from "@bridle/contracts";
-import { splitFor, validateFolder } from "@bridle/harbor";
-import type { EnvironmentImages } from "@bridle/sandbox";
+import { type SandboxHost, splitFor, validateFolder } from "@bridle/harbor";
 import type { Logger } from "@bridle/service-kit";
 import type { TaskStore } from "./store.ts";
 
-export interface ImportOptions {
+export interface ImportOptions extends SandboxHost {
   store: TaskStore;
   log: Logger;
   heldOutRatio: number;
@@ -12,13 +11,6 @@ export interface ImportOptions {
   runControls: boolean;
   /** Runs of each control; a task whose content already passed as many is not checked again. */
   controlRepeats?: number;
-  sandboxDir?: string | undefined;
-  /** Variables of the user's environment that tasks' `${VAR}` references may read. */
-  allowedEnv?: readonly string[];
-  /** The verifier toolchain on this host, shown read-only to the tests. */
-  toolchain?: string | undefined;
-  /** Builds tasks' Dockerfiles at import (their sandboxes run on the images); none: bubblewrap on the host. */
-  images?: EnvironmentImages | undefined;
 }
 
 /**

@@ -1,21 +1,14 @@
 import type { RewardConfig } from "@bridle/contracts";
-import type { EnvironmentImages } from "@bridle/sandbox";
+import type { SandboxHost } from "@bridle/harbor";
 import { createApp, type Logger, Semaphore } from "@bridle/service-kit";
 import { verificationRoutes } from "./routes/verifications.ts";
 
-export interface VerifierDeps {
+export interface VerifierDeps extends SandboxHost {
   log: Logger;
   tasksUrl: string;
   concurrency: number;
   reward: RewardConfig;
   memoryMb: number;
-  sandboxDir?: string | undefined;
-  /** Variables of the user's environment that tasks' `${VAR}` references may read. */
-  allowedEnv?: readonly string[];
-  /** The verifier toolchain on this host, shown read-only to the tests. */
-  toolchain?: string | undefined;
-  /** Tasks' images unpacked on this host (the tasks service builds them). */
-  images?: EnvironmentImages | undefined;
   bodyLimitBytes?: number;
 }
 

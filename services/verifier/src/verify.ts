@@ -7,24 +7,16 @@ import {
   type VerifierBundle,
   type VerifierOutcome,
 } from "@bridle/contracts";
-import { fromTaskFiles, runTests } from "@bridle/harbor";
+import { fromTaskFiles, runTests, type SandboxHost } from "@bridle/harbor";
 import { computeReward } from "@bridle/reward";
-import { type EnvironmentImages, Sandbox } from "@bridle/sandbox";
-import type { Semaphore } from "@bridle/service-kit";
-import { callJson, httpError, ServiceError } from "@bridle/service-kit";
+import { Sandbox } from "@bridle/sandbox";
+import { callJson, httpError, type Semaphore, ServiceError } from "@bridle/service-kit";
 
-export interface VerifyDeps {
+export interface VerifyDeps extends SandboxHost {
   tasksUrl: string;
   limiter: Semaphore;
   reward: RewardConfig;
   memoryMb: number;
-  sandboxDir?: string | undefined;
-  /** Variables of the user's environment that tasks' `${VAR}` references may read. */
-  allowedEnv?: readonly string[];
-  /** The verifier toolchain on this host, shown read-only to the tests. */
-  toolchain?: string | undefined;
-  /** Tasks' images unpacked on this host (the tasks service builds them). */
-  images?: EnvironmentImages | undefined;
 }
 
 async function bundleFor(deps: VerifyDeps, taskId: string): Promise<VerifierBundle> {

@@ -10,25 +10,18 @@ import {
   TaskSummary,
   VerifierBundle,
 } from "@bridle/contracts";
-import type { EnvironmentImages } from "@bridle/sandbox";
+import type { SandboxHost } from "@bridle/harbor";
 import { createRouter, errorContent, httpError, type Logger } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import { importTasks } from "../importer.ts";
 import { sampleBatch } from "../sampler.ts";
 import type { TaskStore } from "../store.ts";
 
-export interface TaskRouteDeps {
+export interface TaskRouteDeps extends SandboxHost {
   store: TaskStore;
   log: Logger;
   heldOutRatio: number;
   controlParallel: number;
-  sandboxDir?: string | undefined;
-  /** Variables of the user's environment that tasks' `${VAR}` references may read. */
-  allowedEnv?: readonly string[];
-  /** The verifier toolchain on this host, shown read-only to the tests. */
-  toolchain?: string | undefined;
-  /** Builds tasks' Dockerfiles at import (their sandboxes run on the images); none: bubblewrap on the host. */
-  images?: EnvironmentImages | undefined;
 }
 
 const json = <T extends z.ZodType>(description: string, schema: T) => ({

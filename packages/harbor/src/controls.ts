@@ -111,35 +111,35 @@ async function runSolution(
   });
 }
 
-/** The oracle control: run the reference solution as the agent phase, then the tests; must score 1. */
-async function oracle(task: HarborTask, options: ControlOptions, attempt: number): Promise<ControlRun> {
-  if (task.steps.length > 0) return stepsControl("oracle", task, options, attempt);
+/**
+ * One control on a fresh sandbox: its agent phase (`act`, which returns a note for the message), then
+ * the tests; it must score `expected`, and `mismatch` says what another score means.
+ */
+async function control(
+  kind: "oracle" | "nop",
+  task: HarborTask,
+  options: ControlOptions,
+  attempt: number,
+  act: (sandbox: Sandbox) => Promise<string>,
+  mismatch: string,
+): Promise<ControlRun> {
+  if (task.steps.length > 0) return stepsControl(kind, task, options, attempt);
+  const expected = kind === "oracle" ? 1 : 0;
   const started = performance.now();
   const sandbox = await sandboxFor(task, options.baseDir, options.image);
   try {
-    const solve = await runSolution(
-      sandbox,
-      task.solution,
-      task.toml.agent.timeout_sec * 1000,
-      task,
-      options,
-    );
+    const note = await act(sandbox);
     const outcome = await runTests(sandbox, testOptions(task, options));
     const reward = outcome.correctness;
-    const passed = reward === 1;
-    const solveNote = solve.timedOut
-      ? " (solution/solve.sh timed out)"
-      : solve.exitCode !== 0
-        ? ` (solution/solve.sh exited ${solve.exitCode}: ${solve.stderr.trim().split("\n").pop() ?? ""})`
-        : "";
+    const passed = reward === expected;
     const message = passed
       ? "ok"
       : reward === null
-        ? `oracle: environment failure: ${outcome.message}${solveNote}`
-        : `oracle scored ${reward}, expected 1: the reference solution does not pass the tests${solveNote}${testsSaid(outcome.outputTail)}`;
+        ? `${kind}: environment failure: ${outcome.message}${note}`
+        : `${kind} scored ${reward}, expected ${expected}: ${mismatch}${note}${kind === "oracle" ? testsSaid(outcome.outputTail) : ""}`;
     return {
-      control: "oracle",
-      expected: 1,
+      control: kind,
+      expected,
       reward,
       passed,
       message,
@@ -149,6 +149,18 @@ async function oracle(task: HarborTask, options: ControlOptions, attempt: number
   } finally {
     await sandbox.dispose();
   }
+}
+
+/** The oracle control: run the reference solution as the agent phase, then the tests; must score 1. */
+function oracle(task: HarborTask, options: ControlOptions, attempt: number): Promise<ControlRun> {
+  const solve = async (sandbox: Sandbox) => {
+    const run = await runSolution(sandbox, task.solution, task.toml.agent.timeout_sec * 1000, task, options);
+    if (run.timedOut) return " (solution/solve.sh timed out)";
+    if (run.exitCode !== 0)
+      return ` (solution/solve.sh exited ${run.exitCode}: ${run.stderr.trim().split("\n").pop() ?? ""})`;
+    return "";
+  };
+  return control("oracle", task, options, attempt, solve, "the reference solution does not pass the tests");
 }
 
 /**
@@ -162,31 +174,8 @@ function testsSaid(outputTail: string): string {
 }
 
 /** The nop control: no agent phase at all, then the tests; must score 0. */
-async function nop(task: HarborTask, options: ControlOptions, attempt: number): Promise<ControlRun> {
-  if (task.steps.length > 0) return stepsControl("nop", task, options, attempt);
-  const started = performance.now();
-  const sandbox = await sandboxFor(task, options.baseDir, options.image);
-  try {
-    const outcome = await runTests(sandbox, testOptions(task, options));
-    const reward = outcome.correctness;
-    const passed = reward === 0;
-    const message = passed
-      ? "ok"
-      : reward === null
-        ? `nop: environment failure: ${outcome.message}`
-        : `nop scored ${reward}, expected 0: the tests pass without any work`;
-    return {
-      control: "nop",
-      expected: 0,
-      reward,
-      passed,
-      message,
-      durationMs: performance.now() - started,
-      attempt,
-    };
-  } finally {
-    await sandbox.dispose();
-  }
+function nop(task: HarborTask, options: ControlOptions, attempt: number): Promise<ControlRun> {
+  return control("nop", task, options, attempt, async () => "", "the tests pass without any work");
 }
 
 /**

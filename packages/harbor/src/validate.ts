@@ -30,6 +30,22 @@ export interface ValidateOptions {
   onVerdict?: (verdict: TaskVerdict, task: HarborTask | null) => void | Promise<void>;
 }
 
+/** The verdict on a folder refused before its controls: what is wrong with it, nothing else. */
+function refused(id: string, dir: string, problems: string[]): TaskVerdict {
+  return {
+    id,
+    dir,
+    ok: false,
+    problems,
+    notes: [],
+    imported: false,
+    controls: null,
+    controlsReused: false,
+    labels: null,
+    image: null,
+  };
+}
+
 /** Validates one task folder: schema, then (optionally) the controls. Never throws for a bad task. */
 export async function validateTask(
   dir: string,
@@ -37,21 +53,7 @@ export async function validateTask(
 ): Promise<{ verdict: TaskVerdict; task: HarborTask | null }> {
   const loaded = await loadTask(dir);
   if (!loaded.ok) {
-    return {
-      verdict: {
-        id: loaded.id,
-        dir,
-        ok: false,
-        problems: loaded.problems,
-        notes: [],
-        imported: false,
-        controls: null,
-        controlsReused: false,
-        labels: null,
-        image: null,
-      },
-      task: null,
-    };
+    return { verdict: refused(loaded.id, dir, loaded.problems), task: null };
   }
   const { task } = loaded;
   // The Dockerfile is built only when the controls run (a schema check stays fast): its image is
@@ -145,18 +147,7 @@ export async function validateFolder(path: string, options: ValidateOptions = {}
     if (first === undefined) firstOf.set(id, dir);
     else {
       const problem = `${id}: the task id is already taken by ${first} (ids are folder names)`;
-      const verdict: TaskVerdict = {
-        id,
-        dir,
-        ok: false,
-        problems: [problem],
-        notes: [],
-        imported: false,
-        controls: null,
-        controlsReused: false,
-        labels: null,
-        image: null,
-      };
+      const verdict = refused(id, dir, [problem]);
       await options.onVerdict?.(verdict, null);
       return verdict;
     }

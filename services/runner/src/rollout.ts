@@ -113,7 +113,7 @@ export async function runRollout(deps: RolloutDeps, request: RolloutRequest): Pr
   return result;
 }
 
-interface Execution {
+interface RolloutContext {
   deps: RolloutDeps;
   request: RolloutRequest;
   adapter: HarnessAdapter;
@@ -129,8 +129,8 @@ interface GuardSession {
   apiKey: string;
 }
 
-async function openSession(x: Execution, instruction: string, step?: string): Promise<GuardSession> {
-  const { deps, request, adapter, task, rolloutId } = x;
+async function openSession(ctx: RolloutContext, instruction: string, step?: string): Promise<GuardSession> {
+  const { deps, request, adapter, task, rolloutId } = ctx;
   const apiKey = `bridle-${randomBytes(18).toString("hex")}`;
   const session = await registerSession(deps, {
     apiKey,
@@ -155,11 +155,11 @@ async function openSession(x: Execution, instruction: string, step?: string): Pr
   return { id: session.id, apiKey };
 }
 
-async function execute(x: Execution): Promise<RolloutResult> {
-  const { deps, request, adapter, task, rolloutId } = x;
+async function execute(ctx: RolloutContext): Promise<RolloutResult> {
+  const { deps, request, adapter, task, rolloutId } = ctx;
   // A multi-step task talks to the guard in one session per step: each step is a conversation of
   // its own, judged against its own instruction.
-  const session = await openSession(x, task.steps[0]?.instruction ?? task.instruction, task.steps[0]?.name);
+  const session = await openSession(ctx, task.steps[0]?.instruction ?? task.instruction, task.steps[0]?.name);
 
   const result: RolloutResult = {
     rolloutId,
@@ -178,7 +178,7 @@ async function execute(x: Execution): Promise<RolloutResult> {
     failedAfterBlock: null,
     durationsMs: { harness: 0, verifier: 0, total: 0 },
     servedModels: [],
-    refs: { guardSession: session.id, trajectory: trajectoryUrl(deps, session.id), logs: x.logs },
+    refs: { guardSession: session.id, trajectory: trajectoryUrl(deps, session.id), logs: ctx.logs },
   };
 
   let sandbox: Sandbox | undefined;
@@ -197,14 +197,14 @@ async function execute(x: Execution): Promise<RolloutResult> {
     for (const file of image ? [] : task.environment) {
       await sandbox.writeWorkspaceFile(file.path, Buffer.from(file.base64, "base64"), file.mode);
     }
-    if (task.steps.length > 0) await runSteps(x, sandbox, session, result);
+    if (task.steps.length > 0) await runSteps(ctx, sandbox, session, result);
     else {
-      await agentPhase(x, sandbox, session, result, {
+      await agentPhase(ctx, sandbox, session, result, {
         instruction: task.instruction,
         timeoutSec: request.agentTimeoutSec ?? task.agentTimeoutSec,
       });
       const verdict = await runVerifier(
-        x,
+        ctx,
         sandbox,
         result,
         result.toolCalls.guard,
@@ -218,7 +218,7 @@ async function execute(x: Execution): Promise<RolloutResult> {
     if (!(err instanceof EnvironmentFailure)) throw err;
     result.environmentFailure = { stage: err.stage, reason: err.message };
   } finally {
-    await sandbox?.dispose().catch((err: unknown) => x.log.warn({ err }, "sandbox cleanup failed"));
+    await sandbox?.dispose().catch((err: unknown) => ctx.log.warn({ err }, "sandbox cleanup failed"));
   }
   if (result.environmentFailure && result.blocked.length > 0) {
     // Blocked means 0, always: a crash, a timeout or a broken verifier after a violation must not
@@ -252,20 +252,20 @@ async function imageOf(deps: RolloutDeps, task: AgentTask): Promise<BuiltImage |
  * crash after a tool call is not a crash before any).
  */
 async function agentPhase(
-  x: Execution,
+  ctx: RolloutContext,
   sandbox: Sandbox,
   session: GuardSession,
   result: RolloutResult,
   phase: { instruction: string; timeoutSec: number; logName?: string },
 ): Promise<void> {
-  const harnessFailure = await runHarness(x, sandbox, session.apiKey, result, phase).then(
+  const harnessFailure = await runHarness(ctx, sandbox, session.apiKey, result, phase).then(
     () => undefined,
     (err: unknown) => {
       if (err instanceof EnvironmentFailure) return err;
       throw err;
     },
   );
-  const captured = await settledTrajectory(x.deps, session.id).catch((err: unknown) =>
+  const captured = await settledTrajectory(ctx.deps, session.id).catch((err: unknown) =>
     unavailable("the guard", err),
   );
   applyTrajectory(result, captured);
@@ -280,20 +280,20 @@ async function agentPhase(
  * its own tool calls, and `refs.guardSession` ends as the last step's.
  */
 async function runSteps(
-  x: Execution,
+  ctx: RolloutContext,
   sandbox: Sandbox,
   first: GuardSession,
   result: RolloutResult,
 ): Promise<void> {
-  const { task, request } = x;
+  const { task, request } = ctx;
   const steps: NonNullable<RolloutResult["steps"]> = [];
   result.steps = steps;
   result.refs.stepSessions = [];
   for (const [i, step] of task.steps.entries()) {
-    const session = i === 0 ? first : await openSession(x, step.instruction, step.name);
+    const session = i === 0 ? first : await openSession(ctx, step.instruction, step.name);
     result.refs.stepSessions.push(session.id);
     result.refs.guardSession = session.id;
-    result.refs.trajectory = trajectoryUrl(x.deps, session.id);
+    result.refs.trajectory = trajectoryUrl(ctx.deps, session.id);
     const timeoutSec = request.agentTimeoutSec ?? step.agentTimeoutSec;
     const setup = await prepareStep(
       sandbox,
@@ -302,13 +302,13 @@ async function runSteps(
     );
     if (setup) throw new EnvironmentFailure("sandbox", setup);
     const before = result.toolCalls.guard;
-    await agentPhase(x, sandbox, session, result, {
+    await agentPhase(ctx, sandbox, session, result, {
       instruction: step.instruction,
       timeoutSec,
       logName: stepLog(step),
     });
     const calls = result.toolCalls.guard - before;
-    const verdict = await runVerifier(x, sandbox, result, calls, result.blocked.length > 0, step);
+    const verdict = await runVerifier(ctx, sandbox, result, calls, result.blocked.length > 0, step);
     const correctness = verdict.outcome.correctness!;
     steps.push({
       name: step.name,
@@ -336,17 +336,17 @@ async function runSteps(
 const stepLog = (step: AgentStep) => `step-${step.name}`;
 
 async function runHarness(
-  x: Execution,
+  ctx: RolloutContext,
   sandbox: Sandbox,
   apiKey: string,
   result: RolloutResult,
   phase: { instruction: string; timeoutSec: number; logName?: string },
 ): Promise<void> {
-  const { deps, request, adapter } = x;
+  const { deps, request, adapter } = ctx;
   // The task's variables ([environment.env], [agent.env]) reach the harness and so its tools; the
   // harness's own settings (its model endpoint, key, home) always win over a task's.
-  const taskEnv = resolveTaskEnv(x.task.env, deps.allowedEnv ?? [], process.env);
-  if (!taskEnv.ok) throw new EnvironmentFailure("task", `task ${x.task.id}: ${taskEnv.problem}`);
+  const taskEnv = resolveTaskEnv(ctx.task.env, deps.allowedEnv ?? [], process.env);
+  if (!taskEnv.ok) throw new EnvironmentFailure("task", `task ${ctx.task.id}: ${taskEnv.problem}`);
   const home = await sandbox.scratch("home");
   const launch = adapter.launch({
     workspace: sandbox.workdir,
@@ -389,8 +389,8 @@ async function runHarness(
         throw err;
       });
     result.durationsMs.harness += Math.round(run.durationMs);
-    await writeFile(join(x.logs, `${log}harness.stdout`), run.stdout);
-    await writeFile(join(x.logs, `${log}harness.stderr`), run.stderr);
+    await writeFile(join(ctx.logs, `${log}harness.stdout`), run.stdout);
+    await writeFile(join(ctx.logs, `${log}harness.stderr`), run.stderr);
     const report = adapter.report({ stdout: run.stdout, stderr: run.stderr, exitCode: run.exitCode, home });
     result.toolCalls.harness += report.toolCalls.length;
     result.stopReason = run.timedOut ? "timeout" : report.stopReason;
@@ -450,7 +450,7 @@ export function toolCallFormats(captured: Trajectory): Record<string, number> {
  * no reward is an environment failure.
  */
 async function runVerifier(
-  x: Execution,
+  ctx: RolloutContext,
   sandbox: Sandbox,
   result: RolloutResult,
   calls: number,
@@ -458,18 +458,18 @@ async function runVerifier(
   step?: AgentStep,
 ): Promise<VerificationResult> {
   const started = performance.now();
-  const verdict = await verify(x.deps, {
-    taskId: x.task.id,
+  const verdict = await verify(ctx.deps, {
+    taskId: ctx.task.id,
     workspace: sandbox.workspace,
     ...(sandbox.changes ? { changes: sandbox.changes } : {}),
     ...(step ? { step: step.name } : {}),
     calls,
     blocked,
-    mode: x.request.rewardMode,
+    mode: ctx.request.rewardMode,
   }).catch((err: unknown) => unavailable("the verifier", err));
   result.durationsMs.verifier += Math.round(performance.now() - started);
   await writeFile(
-    join(x.logs, step ? `${stepLog(step)}.verifier.txt` : "verifier.txt"),
+    join(ctx.logs, step ? `${stepLog(step)}.verifier.txt` : "verifier.txt"),
     verdict.outcome.outputTail,
   );
   if (verdict.outcome.correctness === null) {

@@ -1,7 +1,7 @@
 import { createApp, type Logger } from "@bridle/service-kit";
 import { stepRoutes } from "./routes/steps.ts";
 import { workerRoutes } from "./routes/worker.ts";
-import { StepDesk } from "./steps.ts";
+import { TrainingSteps } from "./steps.ts";
 import type { TrainerWorker } from "./worker.ts";
 
 export interface TrainerDeps {
@@ -19,8 +19,8 @@ export function createTrainerApp(deps: TrainerDeps) {
     log: deps.log,
     ...(deps.bodyLimitBytes ? { bodyLimitBytes: deps.bodyLimitBytes } : {}),
   });
-  const desk = new StepDesk(deps.worker, deps.dataDir, deps.log);
-  app.route("/v1", stepRoutes(desk, deps.worker));
+  const steps = new TrainingSteps(deps.worker, deps.dataDir, deps.log);
+  app.route("/v1", stepRoutes(steps, deps.worker));
   app.route("/v1", workerRoutes(deps.worker));
   return app;
 }

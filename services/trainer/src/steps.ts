@@ -44,7 +44,7 @@ export const MAX_WORKER_DEATHS = 3;
  * record on disk (written by the worker) is the source of truth; this keeps only what is in flight
  * and the last failure of each step, so a restart of the service loses nothing that matters.
  */
-export class StepDesk {
+export class TrainingSteps {
   private job: Job | undefined;
   private failures = new Map<string, Failure>();
   /** Worker deaths in a row per step and batch (`run/step/hash`). */

@@ -54,7 +54,7 @@ export async function handleProxyCall(
         { session: session.id, maxCalls: session.maxCalls },
         "call budget spent: closing the session's loop",
       );
-    const pump = spent
+    const answer = spent
       ? closingAnswer(session)
       : await openExchange({ ...deps, log }, session, api, request, stream, abort);
     if (stream) {
@@ -63,7 +63,7 @@ export async function handleProxyCall(
       return {
         abort,
         stream: (write) =>
-          pump(
+          answer(
             api === "openai"
               ? new OpenAIStreamWriter(write, session.adapter, includeUsage)
               : new AnthropicStreamWriter(write, session.adapter),
@@ -71,7 +71,7 @@ export async function handleProxyCall(
       };
     }
     const sink = api === "openai" ? new OpenAICollector() : new AnthropicCollector();
-    await pump(sink);
+    await answer(sink);
     if (sink.failure) throw new ServiceError(sink.failure, 502, "upstream_error", true);
     return { status: 200, headers: {}, json: sink.body() };
   } catch (err) {

@@ -2,7 +2,7 @@ import { ErrorBody, type Issue, RunId, TrainStepRequest, TrainStepView } from "@
 import { createRouter, httpError } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
-import type { StepDesk } from "../steps.ts";
+import type { TrainingSteps } from "../steps.ts";
 import type { TrainerWorker } from "../worker.ts";
 
 const json = (schema: z.ZodType, description: string) => ({
@@ -62,7 +62,7 @@ const requireJson: MiddlewareHandler = async (c, next) => {
   return next();
 };
 
-export function stepRoutes(desk: StepDesk, worker: TrainerWorker) {
+export function stepRoutes(steps: TrainingSteps, worker: TrainerWorker) {
   const Params = z.object({ run: RunId, step: z.coerce.number().int().min(1) });
   const router = createRouter();
   router.use("/steps", requireJson);
@@ -84,7 +84,7 @@ export function stepRoutes(desk: StepDesk, worker: TrainerWorker) {
       (c) => {
         const request = c.req.valid("json");
         checkAgainstModel(request, worker);
-        const view = desk.submit(request);
+        const view = steps.submit(request);
         return c.json(view, view.state === "done" ? 200 : 202);
       },
     )
@@ -98,7 +98,7 @@ export function stepRoutes(desk: StepDesk, worker: TrainerWorker) {
       }),
       (c) => {
         const { run, step } = c.req.valid("param");
-        const view = desk.view(run, step);
+        const view = steps.view(run, step);
         if (!view)
           throw httpError(404, "step_not_found", `step ${step} of run ${run} was never submitted here`);
         return c.json(view, 200);

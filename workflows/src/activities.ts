@@ -18,7 +18,7 @@ import {
   Trajectory,
 } from "@bridle/contracts";
 import { callJson, ServiceError } from "@bridle/service-kit";
-import { ApplicationFailure, heartbeat, sleep } from "@temporalio/activity";
+import { ApplicationFailure, cancellationSignal, heartbeat, sleep } from "@temporalio/activity";
 import { z } from "zod";
 
 export interface ActivityDeps {
@@ -203,20 +203,39 @@ export function createActivities(deps: ActivityDeps) {
       }).catch(nonRetryable);
     },
 
-    /** One rollout, run to the end by the runner (idempotent by rollout id). */
+    /**
+     * One rollout, run to the end by the runner (idempotent by rollout id). When the activity is
+     * cancelled (its run or job was), the runner is told to cancel the rollout: it kills the
+     * harness and removes the sandbox, and the activity ends as cancelled.
+     */
     async runRollout(request: RolloutRequest): Promise<RolloutResult> {
       const started = Date.now();
-      return withHeartbeat(
-        callJson(`${deps.runnerUrl}/v1/rollouts`, {
-          schema: RolloutResult,
-          body: request,
-          timeoutMs: 6 * 3_600_000,
-        }).catch(async (err: unknown) => {
-          if (err instanceof ServiceError && err.code === "unreachable") await awaitBackUp(deps.runnerUrl);
-          return nonRetryable(err);
-        }),
-        () => ({ rolloutId: request.rolloutId, elapsedMs: Date.now() - started }),
-      );
+      const cancel = cancellationSignal();
+      const stopRollout = () => {
+        if (!request.rolloutId) return;
+        void callJson(`${deps.runnerUrl}/v1/rollouts/${encodeURIComponent(request.rolloutId)}`, {
+          method: "DELETE",
+          schema: z.unknown(),
+          timeoutMs: 30_000,
+        }).catch(() => undefined); // not in flight: nothing left to stop
+      };
+      cancel.addEventListener("abort", stopRollout, { once: true });
+      try {
+        return await withHeartbeat(
+          callJson(`${deps.runnerUrl}/v1/rollouts`, {
+            schema: RolloutResult,
+            body: request,
+            timeoutMs: 6 * 3_600_000,
+          }).catch(async (err: unknown) => {
+            if (cancel.aborted) throw cancel.reason;
+            if (err instanceof ServiceError && err.code === "unreachable") await awaitBackUp(deps.runnerUrl);
+            return nonRetryable(err);
+          }),
+          () => ({ rolloutId: request.rolloutId, elapsedMs: Date.now() - started }),
+        );
+      } finally {
+        cancel.removeEventListener("abort", stopRollout);
+      }
     },
 
     /**

@@ -137,6 +137,29 @@ describe("Sandbox", () => {
     }
   });
 
+  it("stops a run when its signal aborts: every process of it, children included", async () => {
+    const s = await Sandbox.create({ baseDir: host });
+    try {
+      const stop = new AbortController();
+      const run = s.run(["sh", "-c", "sleep 60 & sleep 60 & echo started; wait"], {
+        timeoutMs: 60_000,
+        signal: stop.signal,
+      });
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      stop.abort();
+      const r = await run;
+      expect(r).toMatchObject({ cancelled: true, timedOut: false });
+      expect(r.durationMs).toBeLessThan(20_000);
+      const before = new AbortController();
+      before.abort();
+      const never = await s.run(["sh", "-c", "echo ran"], { timeoutMs: 10_000, signal: before.signal });
+      expect(never.cancelled).toBe(true);
+      expect(never.stdout).toBe("");
+    } finally {
+      await s.dispose();
+    }
+  });
+
   it("enforces the memory limit", async () => {
     const s = await Sandbox.create({ baseDir: host });
     try {

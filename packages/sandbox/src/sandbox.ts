@@ -144,12 +144,16 @@ export interface RunOptions {
   /** Bytes of stdout and of stderr kept (the tail). */
   maxOutputBytes?: number;
   stdin?: string;
+  /** Stops the run when aborted: every process of it is killed, as on a timeout. */
+  signal?: AbortSignal;
 }
 
 export interface RunResult {
   exitCode: number | null;
   signal: string | null;
   timedOut: boolean;
+  /** The run was stopped by its `signal`. */
+  cancelled?: boolean;
   oomKilled: boolean;
   stdout: string;
   stderr: string;
@@ -265,6 +269,10 @@ export class Sandbox {
   /** Runs `argv` inside the sandbox and returns once every process of the run is gone. */
   async run(argv: string[], options: RunOptions): Promise<RunResult> {
     if (argv.length === 0) throw new Error("sandbox run: empty command");
+    if (options.signal?.aborted) {
+      const nothing = { exitCode: null, signal: null, timedOut: false, oomKilled: false };
+      return { ...nothing, cancelled: true, stdout: "", stderr: "", durationMs: 0 };
+    }
     const started = performance.now();
     const cgroup = await Cgroup.create(`${this.id}-${randomBytes(4).toString("hex")}`, {
       memoryMb: options.memoryMb ?? defaultLimits.memoryMb,
@@ -324,16 +332,29 @@ export class Sandbox {
       if (options.stdin !== undefined) child.stdin?.end(options.stdin);
 
       let timedOut = false;
-      const timer = setTimeout(() => {
-        timedOut = true;
+      let cancelled = false;
+      const stop = () => {
         killGroup(child.pid);
         // Also through the cgroup, in case something inside holds our pipes open.
         void cgroup.killAll();
+      };
+      const timer = setTimeout(() => {
+        timedOut = true;
+        stop();
       }, options.timeoutMs);
+      const onAbort = () => {
+        cancelled = true;
+        stop();
+      };
+      if (options.signal?.aborted) onAbort();
+      else options.signal?.addEventListener("abort", onAbort, { once: true });
       const exit = await new Promise<{ code: number | null; signal: string | null }>((done, fail) => {
         child.on("error", fail);
         child.on("close", (code, signal) => done({ code, signal }));
-      }).finally(() => clearTimeout(timer));
+      }).finally(() => {
+        clearTimeout(timer);
+        options.signal?.removeEventListener("abort", onAbort);
+      });
       const survivors = await cgroup.killAll();
       if (survivors.length > 0)
         throw new Error(`sandbox run: processes ${survivors.join(", ")} would not die`);
@@ -341,6 +362,7 @@ export class Sandbox {
         exitCode: exit.code,
         signal: exit.signal,
         timedOut,
+        ...(cancelled ? { cancelled } : {}),
         oomKilled: await cgroup.oomKilled(),
         stdout: stdout.toString(),
         stderr: stderr.toString(),

@@ -1,4 +1,4 @@
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ErrorBody, type HarnessCheck, RolloutResult } from "@bridle/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -119,6 +119,76 @@ describe("requests the runner refuses", () => {
     expect(res.status).toBe(400);
     const paths = ErrorBody.parse(await res.json()).error.issues?.map((i) => i.path);
     expect(paths).toEqual(expect.arrayContaining(["body.maxTurns", "body.contextWindow"]));
+  });
+});
+
+/** Processes whose command line names `folder` (a sandbox's bwrap), with all they started. */
+function processesUnder(folder: string): number[] {
+  const roots = readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(folder);
+      } catch {
+        return false; // gone meanwhile
+      }
+    })
+    .map(Number);
+  const children = (pid: number): number[] => {
+    try {
+      return readdirSync(`/proc/${pid}/task`).flatMap((tid) =>
+        readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").split(" ").filter(Boolean).map(Number),
+      );
+    } catch {
+      return [];
+    }
+  };
+  const all = new Set<number>();
+  const visit = (pid: number) => {
+    if (all.has(pid)) return;
+    all.add(pid);
+    for (const child of children(pid)) visit(child);
+  };
+  for (const pid of roots) visit(pid);
+  return [...all];
+}
+
+/** Still running: a zombie (dead, waiting for its new parent to reap it) runs nothing. */
+function alive(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+describe("a rollout cancelled while it runs", () => {
+  it("kills the harness, removes its sandbox and stores nothing; its POST answers 409", async () => {
+    await stack.script([{ text: "thinking very slowly ".repeat(8), chunk_chars: 4, delay_ms: 60_000 }]);
+    const before = await upstreamRequests();
+    const pending = post({ rolloutId: "cancelled", agentTimeoutSec: 300 });
+    // The harness runs once its first model call has reached the (slow) model server.
+    const deadline = Date.now() + 120_000;
+    while ((await upstreamRequests()) === before && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    const sandboxes = join(stack.dataDir, "sandboxes");
+    const running = processesUnder(sandboxes);
+    expect(running.length).toBeGreaterThan(1); // bwrap and the harness inside it, at least
+    expect(readdirSync(sandboxes).length).toBeGreaterThan(0);
+
+    const started = performance.now();
+    const cancel = await stack.app.request("/v1/rollouts/cancelled", { method: "DELETE" });
+    expect(cancel.status, await cancel.clone().text()).toBe(202);
+    const res = await pending;
+    expect(res.status).toBe(409);
+    expect(ErrorBody.parse(await res.json()).error.code).toBe("rollout_cancelled");
+    expect(performance.now() - started).toBeLessThan(30_000);
+    expect(running.filter(alive)).toEqual([]);
+    expect(processesUnder(sandboxes).filter(alive)).toEqual([]);
+    expect(readdirSync(sandboxes)).toEqual([]);
+    // Nothing was stored: the id runs anew when asked again, and there is nothing left to cancel.
+    expect((await stack.app.request("/v1/rollouts/cancelled")).status).toBe(404);
+    expect((await stack.app.request("/v1/rollouts/cancelled", { method: "DELETE" })).status).toBe(404);
   });
 });
 

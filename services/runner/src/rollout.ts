@@ -57,6 +57,15 @@ class EnvironmentFailure extends Error {
   }
 }
 
+/** The rollout was cancelled while it ran: its harness and sandbox are gone and nothing is stored. */
+export class RolloutCancelled extends Error {
+  override name = "RolloutCancelled";
+}
+
+function stopIfCancelled(ctx: RolloutContext): void {
+  if (ctx.signal.aborted) throw new RolloutCancelled(`rollout ${ctx.rolloutId} was cancelled`);
+}
+
 /** A service the rollout needs is down: the caller (a Temporal activity) should retry. */
 function unavailable(what: string, err: unknown): never {
   if (err instanceof ServiceError && !err.retryable) throw err;
@@ -73,8 +82,14 @@ export function resultPath(dataDir: string, rolloutId: string): string {
  * Runs one rollout: guard session, sandboxed harness run, verification. Environment failures
  * (the harness crashed or hung, the model server went away, the verifier produced nothing) give
  * a result with `correctness: null`, never a zero. A finished rollout id returns its stored result.
+ * When `signal` aborts, the harness is killed, the sandbox removed, nothing is stored, and this
+ * throws RolloutCancelled.
  */
-export async function runRollout(deps: RolloutDeps, request: RolloutRequest): Promise<RolloutResult> {
+export async function runRollout(
+  deps: RolloutDeps,
+  request: RolloutRequest,
+  signal: AbortSignal = new AbortController().signal,
+): Promise<RolloutResult> {
   const rolloutId = request.rolloutId ?? `rollout-${randomUUID()}`;
   const stored = resultPath(deps.dataDir, rolloutId);
   if (existsSync(stored)) return JSON.parse(readFileSync(stored, "utf8")) as RolloutResult;
@@ -97,7 +112,7 @@ export async function runRollout(deps: RolloutDeps, request: RolloutRequest): Pr
 
   const logs = dirname(stored);
   await mkdir(logs, { recursive: true });
-  const result = await execute({ deps, request, adapter, task, rolloutId, logs, log });
+  const result = await execute({ deps, request, adapter, task, rolloutId, logs, log, signal });
   result.durationsMs.total = Math.round(performance.now() - started);
   await writeFile(`${stored}.tmp`, JSON.stringify(result, null, 2));
   await rename(`${stored}.tmp`, stored);
@@ -121,6 +136,8 @@ interface RolloutContext {
   rolloutId: string;
   logs: string;
   log: Logger;
+  /** Aborts when the rollout is cancelled. */
+  signal: AbortSignal;
 }
 
 /** A guard session for one conversation of the rollout, with the key its harness presents. */
@@ -382,12 +399,14 @@ async function runHarness(
         ],
         guard: { socketPath: forwarder.path, port: GUARD_PORT_INSIDE },
         maxOutputBytes: 1024 * 1024,
+        signal: ctx.signal,
       })
       .catch((err: unknown) => {
         // A task's workdir that clashes with where this host keeps the harness: nothing ran.
         if (err instanceof SandboxSetupError) throw new EnvironmentFailure("sandbox", err.message);
         throw err;
       });
+    stopIfCancelled(ctx);
     result.durationsMs.harness += Math.round(run.durationMs);
     await writeFile(join(ctx.logs, `${log}harness.stdout`), run.stdout);
     await writeFile(join(ctx.logs, `${log}harness.stderr`), run.stderr);
@@ -457,6 +476,7 @@ async function runVerifier(
   blocked: boolean,
   step?: AgentStep,
 ): Promise<VerificationResult> {
+  stopIfCancelled(ctx);
   const started = performance.now();
   const verdict = await verify(ctx.deps, {
     taskId: ctx.task.id,

@@ -82,6 +82,8 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
     });
     return {
       app,
+      /** This runner's data folder (its rollouts' logs and results, its sandboxes). */
+      dataDir: join(data, "runner"),
       /** Where this runner reads harness versions' conformance checks. */
       harnessChecksDir: join(data, "harness-checks"),
       upstreamUrl: upstream.url,

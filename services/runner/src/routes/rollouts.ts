@@ -5,27 +5,40 @@ import { createRouter, errorContent, httpError, Semaphore } from "@bridle/servic
 import { createRoute, z } from "@hono/zod-openapi";
 import { harnesses } from "../harnesses/index.ts";
 import type { HarnessAdapter } from "../harnesses/types.ts";
-import { type RolloutDeps, resultPath, runRollout } from "../rollout.ts";
+import { RolloutCancelled, type RolloutDeps, resultPath, runRollout } from "../rollout.ts";
 
-/** Bounds concurrent rollouts and runs a rollout id at most once at a time. */
+/** Bounds concurrent rollouts, runs a rollout id at most once at a time, and cancels one on request. */
 class Scheduler {
   private readonly limiter: Semaphore;
-  private readonly inFlight = new Map<string, Promise<RolloutResult>>();
+  private readonly inFlight = new Map<string, { result: Promise<RolloutResult>; stop: AbortController }>();
 
   constructor(limit: number) {
     this.limiter = new Semaphore(limit);
   }
 
-  run(id: string | undefined, work: () => Promise<RolloutResult>): Promise<RolloutResult> {
+  run(id: string | undefined, work: (signal: AbortSignal) => Promise<RolloutResult>): Promise<RolloutResult> {
     const existing = id ? this.inFlight.get(id) : undefined;
-    if (existing) return existing;
-    const promise = this.limiter.run(work).finally(() => {
-      if (id) this.inFlight.delete(id);
-    });
-    if (id) this.inFlight.set(id, promise);
-    return promise;
+    if (existing) return existing.result;
+    const stop = new AbortController();
+    const result = this.limiter
+      .run(() => (stop.signal.aborted ? Promise.reject(cancelled(id)) : work(stop.signal)))
+      .finally(() => {
+        if (id) this.inFlight.delete(id);
+      });
+    if (id) this.inFlight.set(id, { result, stop });
+    return result;
+  }
+
+  /** Cancels a rollout in flight (or waiting for a slot); false when there is none by that id. */
+  cancel(id: string): boolean {
+    const running = this.inFlight.get(id);
+    if (!running) return false;
+    running.stop.abort();
+    return true;
   }
 }
+
+const cancelled = (id: string | undefined) => new RolloutCancelled(`rollout ${id} was cancelled`);
 
 /** The stored conformance check of a harness's pinned version; null when it was never checked. */
 function storedCheck(deps: RolloutDeps, harness: HarnessAdapter): HarnessCheck | null {
@@ -56,7 +69,9 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
           200: { description: "Result", content: { "application/json": { schema: RolloutResult } } },
           400: errorContent("Invalid request"),
           404: errorContent("Unknown task"),
-          409: errorContent("A training rollout of a harness version whose conformance check failed"),
+          409: errorContent(
+            "A training rollout of a harness version whose conformance check failed, or a cancelled one",
+          ),
           503: errorContent("A service the rollout needs is down (retryable)"),
         },
       }),
@@ -79,7 +94,36 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
             `${harness.name} ${harness.version} failed its conformance check of ${check.checkedAt} (${failed.map((p) => `${p.name}: ${p.detail}`).join("; ")}): training refuses it until 'bridle harness check ${harness.name}' passes`,
           );
         }
-        return c.json(await scheduler.run(request.rolloutId, () => runRollout(deps, request)), 200);
+        const result = await scheduler
+          .run(request.rolloutId, (signal) => runRollout(deps, request, signal))
+          .catch((err: unknown) => {
+            if (err instanceof RolloutCancelled) throw httpError(409, "rollout_cancelled", err.message);
+            throw err;
+          });
+        return c.json(result, 200);
+      },
+    )
+    .openapi(
+      createRoute({
+        method: "delete",
+        path: "/{id}",
+        summary: "Cancel a rollout in flight: its harness is killed, its sandbox removed, nothing stored",
+        request: { params: z.object({ id: z.string().min(1).max(120) }) },
+        responses: {
+          202: {
+            description: "Cancelled: its POST answers 409 rollout_cancelled once the harness is gone",
+            content: {
+              "application/json": { schema: z.object({ rolloutId: z.string(), cancelled: z.literal(true) }) },
+            },
+          },
+          404: errorContent("No rollout in flight with this id"),
+        },
+      }),
+      (c) => {
+        const { id } = c.req.valid("param");
+        if (!scheduler.cancel(id)) throw httpError(404, "not_in_flight", `no rollout '${id}' is in flight`);
+        c.get("log").info({ rolloutId: id }, "rollout cancelled");
+        return c.json({ rolloutId: id, cancelled: true as const }, 202);
       },
     )
     .openapi(

@@ -265,12 +265,23 @@ export function createActivities(deps: ActivityDeps) {
         body,
         timeoutMs: 120_000,
       }).catch(nonRetryable);
-      while (view.state === "running") {
-        heartbeat(view.progress);
-        await sleep(1_000);
-        view = await callJson(`${deps.trainerUrl}/v1/steps/${input.run}/${input.step}`, {
-          schema: TrainStepView,
-        });
+      try {
+        while (view.state === "running") {
+          heartbeat(view.progress);
+          await sleep(1_000); // rejects once the activity is cancelled
+          view = await callJson(`${deps.trainerUrl}/v1/steps/${input.run}/${input.step}`, {
+            schema: TrainStepView,
+          });
+        }
+      } catch (err) {
+        // Cancelled (its run was): the trainer stops the step rather than finish work nobody waits for.
+        if (cancellationSignal().aborted)
+          await callJson(`${deps.trainerUrl}/v1/steps/${input.run}/${input.step}`, {
+            method: "DELETE",
+            schema: z.unknown(),
+            timeoutMs: 30_000,
+          }).catch(() => undefined); // no longer running: nothing to stop
+        throw err;
       }
       if (view.state === "failed") {
         if (view.error.retryable)

@@ -12,11 +12,51 @@ import { createActivities } from "./activities.ts";
 import { type DevTemporal, standInActivities, startDevTemporal } from "./stand-ins.ts";
 
 /**
- * A cancelled training run stops the rollout it is waiting for: the real rollout activity, on a real
- * Temporal dev server, against a STAND-IN RUNNER (an HTTP test double that holds each rollout open
- * until it is told to cancel it). That the real runner then kills the harness and removes the
- * sandbox is services/runner's test "a rollout cancelled while it runs".
+ * A cancelled training run stops the work it is waiting for: the real rollout and training-step
+ * activities, on a real Temporal dev server, against STAND-IN SERVICES (one HTTP test double playing
+ * the runner, the guard's trajectory reads and the trainer): a rollout of run `cancel-me` is held
+ * open until it is cancelled; those of `cancel-step` finish at once and its step runs until
+ * cancelled. That the real runner then kills the harness and removes the sandbox, and the real
+ * trainer restarts its worker, is tested in services/runner and services/trainer.
  */
+/** A finished rollout that solved its task when it was the group's first member. */
+const finished = (request: { rolloutId: string; taskId: string; harness: string; model: string }) => {
+  const reward = Number(request.rolloutId.endsWith("g0"));
+  return {
+    rolloutId: request.rolloutId,
+    taskId: request.taskId,
+    harness: request.harness,
+    model: request.model,
+    correctness: reward,
+    reward,
+    toolCalls: { guard: 1, harness: 1 },
+    toolCallFormats: {},
+    stitching: {},
+    blocked: [],
+    stopReason: "stop",
+    finalAnswer: "done",
+    environmentFailure: null,
+    failedAfterBlock: null,
+    durationsMs: { harness: 0, verifier: 0, total: 0 },
+    servedModels: [request.model],
+    refs: { guardSession: `g-${request.rolloutId}`, trajectory: null, logs: "" },
+  };
+};
+
+/** The guard's record of a session whose model calls carried nothing to train on. */
+const noCalls = {
+  sessionId: "s",
+  calls: 0,
+  mainBranch: [],
+  abandoned: [],
+  stitchedBy: "token-ids",
+  stitches: { "token-ids": 0, messages: 0, "new-branch": 0 },
+  toolCalls: 0,
+  blocked: 0,
+  rewardZero: false,
+  records: [],
+};
+
 const temporalBin = join(process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle"), "venv", "bin", "temporal");
 
 describe("a training run cancelled mid-rollout", () => {
@@ -25,6 +65,9 @@ describe("a training run cancelled mid-rollout", () => {
   const started: string[] = [];
   const cancelled: string[] = [];
   const held = new Map<string, ServerResponse>();
+  const stepsCancelled: string[] = [];
+  const json = (res: ServerResponse, status: number, body: unknown) =>
+    res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
 
   beforeAll(async () => {
     if (!existsSync(temporalBin)) throw new Error(`no Temporal CLI at ${temporalBin}: run ./bridle install`);
@@ -38,11 +81,29 @@ describe("a training run cancelled mid-rollout", () => {
           body += chunk;
         });
         req.on("end", () => {
-          const id = (JSON.parse(body) as { rolloutId: string }).rolloutId;
+          const request = JSON.parse(body) as {
+            rolloutId: string;
+            taskId: string;
+            harness: string;
+            model: string;
+          };
+          const id = request.rolloutId;
+          if (id.startsWith("cancel-step/")) return json(res, 200, finished(request));
           started.push(id);
           held.set(id, res); // answered only when cancelled
         });
         return;
+      }
+      if (req.method === "GET" && req.url?.startsWith("/admin/sessions/")) return json(res, 200, noCalls);
+      const step = /^\/v1\/steps(?:\/([^/]+)\/(\d+))?$/.exec(req.url ?? "");
+      if (step && req.method === "DELETE") {
+        stepsCancelled.push(`${step[1]}/${step[2]}`);
+        return json(res, 202, { run: step[1], step: Number(step[2]), cancelled: true });
+      }
+      if (step) {
+        req.resume();
+        const progress = { phase: "train", done: 0, total: 3 };
+        return json(res, 202, { state: "running", run: "cancel-step", step: 1, progress });
       }
       const id = decodeURIComponent(req.url?.replace(/^\/v1\/rollouts\//, "") ?? "");
       if (req.method === "DELETE" && held.has(id)) {
@@ -57,18 +118,19 @@ describe("a training run cancelled mid-rollout", () => {
     });
     await new Promise<void>((resolve) => runner.listen(0, "127.0.0.1", resolve));
     const { port } = runner.address() as AddressInfo;
+    const standIn = `http://127.0.0.1:${port}`;
     const real = createActivities({
       servingUrl: "http://127.0.0.1:9",
       tasksUrl: "http://127.0.0.1:9",
-      runnerUrl: `http://127.0.0.1:${port}`,
-      guardUrl: "http://127.0.0.1:9",
+      runnerUrl: standIn,
+      guardUrl: standIn,
       guardAdminToken: "unused",
-      trainerUrl: "http://127.0.0.1:9",
+      trainerUrl: standIn,
       dataDir: "/nonexistent",
     });
     const standIns = standInActivities({ reward: () => 0, applied: () => false });
     temporal = await startDevTemporal(temporalBin);
-    await temporal.work({ ...standIns, runRollout: real.runRollout });
+    await temporal.work({ ...standIns, runRollout: real.runRollout, trainStep: real.trainStep });
   }, 120_000);
 
   afterAll(async () => {
@@ -97,5 +159,22 @@ describe("a training run cancelled mid-rollout", () => {
     while (cancelled.length < 2 && Date.now() < stopBy) await new Promise((r) => setTimeout(r, 100));
     expect(cancelled.sort()).toEqual(started);
     expect(held.size).toBe(0);
+  }, 90_000);
+
+  it("tells the trainer to cancel the step in flight, and ends CANCELLED", async () => {
+    const config = TrainingRunConfig.parse({ name: "cancel-step", steps: 1, batchSize: 1, groupSize: 2 });
+    const handle = await temporal.client.workflow.start("trainingRun", {
+      taskQueue: TaskQueues.control,
+      workflowId: `run-${config.name}`,
+      args: [{ config }],
+    });
+    // The step runs once its activity has polled the (never finishing) stand-in trainer for a while.
+    await new Promise((r) => setTimeout(r, 3_000));
+    await handle.cancel();
+    const outcome = await handle.result().catch((err: unknown) => err);
+    expect((outcome as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+    const stopBy = Date.now() + 30_000;
+    while (stepsCancelled.length < 1 && Date.now() < stopBy) await new Promise((r) => setTimeout(r, 100));
+    expect(stepsCancelled).toEqual(["cancel-step/1"]);
   }, 90_000);
 });

@@ -110,6 +110,24 @@ describe("exactly once per (run, step)", () => {
     expect(other.status).toBe(409);
   });
 
+  it("cancels a running step on request: the worker restarts, the step fails as cancelled, and runs again", async () => {
+    const batch = pairBatch("cancelled", 1, [1, 0], 3);
+    expect((await postStep(t.app, batch)).status).toBe(202);
+    await pollStep(t.app, "cancelled", 1, (v) => v.state === "running" && v.progress.phase === "train");
+    const pid = t.worker.info.pid!;
+    const cancel = await t.app.request("/v1/steps/cancelled/1", { method: "DELETE" });
+    expect(cancel.status).toBe(202);
+    const failed = await pollStep(t.app, "cancelled", 1);
+    expect(failed).toMatchObject({ state: "failed", error: { code: "step_cancelled", retryable: false } });
+    expect((await t.app.request("/v1/steps/cancelled/1", { method: "DELETE" })).status).toBe(404);
+    await t.worker.ready();
+    expect(t.worker.info.pid).not.toBe(pid);
+    // Not a death of the worker: the same batch runs again, to the end.
+    expect((await postStep(t.app, batch)).status).toBe(202);
+    const done = (await pollStep(t.app, "cancelled", 1)) as Done;
+    expect(done.result.optimizerSteps).toBe(3);
+  });
+
   it("fails a batch for good once it has killed the worker three times in a row (an OOM loop)", async () => {
     const batch = pairBatch("killer", 1, [1, 0], 3);
     for (let death = 1; death <= MAX_WORKER_DEATHS; death++) {

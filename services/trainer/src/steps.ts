@@ -83,6 +83,13 @@ export class TrainingSteps {
     return error ? { state: "failed", run, step, error } : undefined;
   }
 
+  /** Cancels the step if it is the one running (it then fails as `step_cancelled`); false otherwise. */
+  cancel(run: string, step: number): boolean {
+    if (this.job?.run !== run || this.job.step !== step) return false;
+    this.log.info({ run, step }, "step cancelled");
+    return this.worker.cancel();
+  }
+
   /** Starts a step, or reports the one already running or done. Throws the HTTP error otherwise. */
   submit(request: TrainStepRequest): TrainStepView {
     const { run, step } = request;

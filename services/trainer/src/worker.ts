@@ -37,6 +37,8 @@ export class TrainerWorker {
   private child: ChildProcess | undefined;
   private pending: Pending | undefined;
   private stopping = false;
+  /** The step in flight was cancelled: the worker's exit is expected, not a crash. */
+  private cancelling = false;
   private readyWaiters: (() => void)[] = [];
   private counter = 0;
   private stderrTail: string[] = [];
@@ -125,6 +127,18 @@ export class TrainerWorker {
     });
   }
 
+  /**
+   * Stops the step in flight. A step cannot be interrupted inside torch, so the worker process is
+   * killed and started again (reloading the model); the step fails as `step_cancelled`. False when
+   * no step is running.
+   */
+  cancel(): boolean {
+    if (!this.pending || !this.child) return false;
+    this.cancelling = true;
+    this.child.kill("SIGKILL");
+    return true;
+  }
+
   async stop(): Promise<void> {
     this.stopping = true;
     const child = this.child;
@@ -176,11 +190,27 @@ export class TrainerWorker {
     const pending = this.pending;
     this.pending = undefined;
     const how = signal ? `signal ${signal}` : `exit code ${code}`;
+    const cancelled = this.cancelling;
+    this.cancelling = false;
     pending?.reject(
-      new ServiceError(`the trainer worker stopped (${how}) mid-step`, 503, "worker_crashed", true),
+      cancelled
+        ? new ServiceError(
+            "the step was cancelled; the trainer worker restarts",
+            409,
+            "step_cancelled",
+            false,
+          )
+        : new ServiceError(`the trainer worker stopped (${how}) mid-step`, 503, "worker_crashed", true),
     );
     if (this.stopping) {
       this.info.state = "stopped";
+      return;
+    }
+    if (cancelled) {
+      this.info.state = "restarting";
+      this.info.restarts += 1;
+      this.options.log.info("trainer worker stopped for a cancelled step; restarting");
+      this.start();
       return;
     }
     const diedStarting = this.info.state === "starting" || this.info.state === "restarting";

@@ -103,5 +103,26 @@ export function stepRoutes(steps: TrainingSteps, worker: TrainerWorker) {
           throw httpError(404, "step_not_found", `step ${step} of run ${run} was never submitted here`);
         return c.json(view, 200);
       },
+    )
+    .openapi(
+      createRoute({
+        method: "delete",
+        path: "/steps/{run}/{step}",
+        summary: "Cancel the step if it is running: the worker restarts, the step fails as step_cancelled",
+        request: { params: Params },
+        responses: {
+          202: json(
+            z.object({ run: RunId, step: z.number().int(), cancelled: z.literal(true) }),
+            "Cancelled",
+          ),
+          404: error("The step is not running"),
+        },
+      }),
+      (c) => {
+        const { run, step } = c.req.valid("param");
+        if (!steps.cancel(run, step))
+          throw httpError(404, "step_not_running", `step ${step} of run ${run} is not running`);
+        return c.json({ run, step, cancelled: true as const }, 202);
+      },
     );
 }

@@ -46,6 +46,37 @@ describe("a dead component's process group", () => {
   });
 });
 
+describe("a group whose processes are all zombies", () => {
+  it("is not alive: its members are dead and wait only to be reaped by their new parent", async () => {
+    // A parent that forks a child into a group of its own and never waits for it: the child stays a
+    // zombie, as a component's do when the machine's init reaps them late.
+    const parent = spawn(
+      "python3",
+      [
+        "-c",
+        "import os, time\npid = os.fork()\nif pid == 0:\n    os.setpgid(0, 0)\n    os._exit(0)\nprint(pid, flush=True)\ntime.sleep(60)",
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    try {
+      const child = await new Promise<number>((resolve) =>
+        parent.stdout.once("data", (chunk: Buffer) => resolve(Number.parseInt(chunk.toString(), 10))),
+      );
+      await eventually(
+        () =>
+          /\) Z \d+ (\d+)/.exec(readFileSync(`/proc/${child}/stat`, "utf8"))?.[1] === String(child)
+            ? true
+            : undefined,
+        "the child to be a zombie leading its own group",
+      );
+      expect(() => process.kill(-child, 0)).not.toThrow(); // the kernel still lists the group
+      expect(groupAlive(child)).toBe(false);
+    } finally {
+      parent.kill("SIGKILL");
+    }
+  });
+});
+
 describe("processes that leave their group", () => {
   it("are found by the stack's mark and killed by down, which says so", async () => {
     const home = mkdtempSync(join(tmpdir(), "bridle-leak-"));

@@ -199,14 +199,33 @@ export async function checkHealth(health: Health): Promise<boolean> {
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** Whether any process is still in the group `pgid` (a component's, led by the pid it started as). */
+/**
+ * Whether any process is still running in the group `pgid` (a component's, led by the pid it
+ * started as). Zombies do not count: dead, they wait only for their new parent to reap them.
+ */
 export function groupAlive(pgid: number): boolean {
   try {
     process.kill(-pgid, 0);
-    return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === "EPERM";
   }
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return true; // no /proc to tell zombies apart
+  }
+  return entries.some((entry) => {
+    if (!/^\d+$/.test(entry)) return false;
+    try {
+      // "pid (comm) state ppid pgrp ...": the command may hold spaces and parentheses.
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const [state, , group] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      return Number(group) === pgid && state !== "Z";
+    } catch {
+      return false; // gone meanwhile
+    }
+  });
 }
 
 /**

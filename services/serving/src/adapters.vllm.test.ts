@@ -171,7 +171,10 @@ describe("adapter versions on a real vLLM", () => {
     const chunked = await ask(7);
     expect(chunked.promptTokenIds.length).toBeGreaterThan(2_048);
     const cached = await ask(7); // the prefix cache holds the prompt: one step, nothing thrown away
-    expect(cached.completionTokenIds).toEqual(chunked.completionTokenIds);
+    // The same seed draws the same tokens while the two prefill paths' logits agree; they differ in
+    // floating point (other matrix shapes), so a temperature-1 sample may part later on (here at
+    // the 11th of 12 tokens); a generator rewound by a wrong offset draws other numbers from the first.
+    expect(cached.completionTokenIds.slice(0, 4)).toEqual(chunked.completionTokenIds.slice(0, 4));
     const otherSeed = await ask(8);
     expect(otherSeed.completionTokenIds).not.toEqual(chunked.completionTokenIds);
   });

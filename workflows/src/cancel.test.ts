@@ -9,7 +9,7 @@ import { CancelledFailure } from "@temporalio/common";
 import { Runtime } from "@temporalio/worker";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createActivities } from "./activities.ts";
-import { type DevTemporal, standInActivities, startDevTemporal } from "./stand-ins.ts";
+import { type DevTemporal, standInActivities, standInResult, startDevTemporal } from "./stand-ins.ts";
 
 /**
  * A cancelled training run stops the work it is waiting for: the real rollout and training-step
@@ -19,30 +19,6 @@ import { type DevTemporal, standInActivities, startDevTemporal } from "./stand-i
  * cancelled. That the real runner then kills the harness and removes the sandbox, and the real
  * trainer restarts its worker, is tested in services/runner and services/trainer.
  */
-/** A finished rollout that solved its task when it was the group's first member. */
-const finished = (request: { rolloutId: string; taskId: string; harness: string; model: string }) => {
-  const reward = Number(request.rolloutId.endsWith("g0"));
-  return {
-    rolloutId: request.rolloutId,
-    taskId: request.taskId,
-    harness: request.harness,
-    model: request.model,
-    correctness: reward,
-    reward,
-    toolCalls: { guard: 1, harness: 1 },
-    toolCallFormats: {},
-    stitching: {},
-    blocked: [],
-    stopReason: "stop",
-    finalAnswer: "done",
-    environmentFailure: null,
-    failedAfterBlock: null,
-    durationsMs: { harness: 0, verifier: 0, total: 0 },
-    servedModels: [request.model],
-    refs: { guardSession: `g-${request.rolloutId}`, trajectory: null, logs: "" },
-  };
-};
-
 /** The guard's record of a session whose model calls carried nothing to train on. */
 const noCalls = {
   sessionId: "s",
@@ -88,7 +64,8 @@ describe("a training run cancelled mid-rollout", () => {
             model: string;
           };
           const id = request.rolloutId;
-          if (id.startsWith("cancel-step/")) return json(res, 200, finished(request));
+          if (id.startsWith("cancel-step/"))
+            return json(res, 200, standInResult(request, Number(id.endsWith("g0"))));
           started.push(id);
           held.set(id, res); // answered only when cancelled
         });

@@ -112,6 +112,32 @@ export interface StandInScript {
   onTrain?(batch: BatchEntry[]): void;
 }
 
+/** A finished rollout with one tool call and the given reward, as a stand-in runner answers. */
+export function standInResult(
+  request: Pick<RolloutRequest, "taskId" | "harness" | "model"> & { rolloutId: string },
+  reward: number,
+): RolloutResult {
+  return {
+    rolloutId: request.rolloutId,
+    taskId: request.taskId,
+    harness: request.harness,
+    model: request.model,
+    correctness: reward,
+    reward,
+    toolCalls: { guard: 1, harness: 1 },
+    toolCallFormats: {},
+    stitching: {},
+    blocked: [],
+    stopReason: "stop",
+    finalAnswer: "done",
+    environmentFailure: null,
+    failedAfterBlock: null,
+    durationsMs: { harness: 0, verifier: 0, total: 0 },
+    servedModels: [request.model],
+    refs: { guardSession: `g-${request.rolloutId}`, trajectory: null, logs: "" },
+  };
+}
+
 /** Activities that answer at once: tasks named by the cursor that drew them, scripted rewards. */
 export function standInActivities(script: StandInScript): Partial<Activities> {
   let n = 0;
@@ -131,26 +157,10 @@ export function standInActivities(script: StandInScript): Partial<Activities> {
     async runRollout(request) {
       n++;
       script.onRollout?.(request);
-      const reward = script.reward(request, n);
-      return {
-        rolloutId: request.rolloutId ?? `r${n}`,
-        taskId: request.taskId,
-        harness: request.harness,
-        model: request.model,
-        correctness: reward,
-        reward,
-        toolCalls: { guard: 1, harness: 1 },
-        toolCallFormats: {},
-        stitching: {},
-        blocked: [],
-        stopReason: "stop",
-        finalAnswer: "done",
-        environmentFailure: null,
-        failedAfterBlock: null,
-        durationsMs: { harness: 0, verifier: 0, total: 0 },
-        servedModels: [request.model],
-        refs: { guardSession: `g-${request.rolloutId ?? n}`, trajectory: null, logs: "" },
-      } satisfies RolloutResult;
+      return standInResult(
+        { ...request, rolloutId: request.rolloutId ?? `r${n}` },
+        script.reward(request, n),
+      );
     },
     async trainStep(input) {
       script.onTrain?.(input.batch);

@@ -18,7 +18,7 @@ import {
   Trajectory,
 } from "@bridle/contracts";
 import { callJson, ServiceError } from "@bridle/service-kit";
-import { ApplicationFailure, cancellationSignal, heartbeat, sleep } from "@temporalio/activity";
+import { ApplicationFailure, Context, heartbeat, sleep } from "@temporalio/activity";
 import { z } from "zod";
 
 export interface ActivityDeps {
@@ -90,6 +90,16 @@ async function awaitBackUp(baseUrl: string, ms = 180_000): Promise<void> {
     await sleep(1_000);
   }
 }
+
+/**
+ * Whether the activity of `context` was cancelled for good: its workflow asked, or the workflow is
+ * gone (a cancelled workflow closes at once, and the activity's next heartbeat finds it no longer
+ * exists). Only then is the work it waits for stopped: a worker shutting down, a timeout or a pause
+ * also cancel an activity, and then its retry must find the rollout or step still running, to pick
+ * it up where it is. (The context is taken when the activity starts: an abort listener runs outside it.)
+ */
+const cancelledForGood = (context: Context) =>
+  context.cancellationDetails?.cancelRequested === true || context.cancellationDetails?.notFound === true;
 
 /** A 4xx from a service is a bad input that retrying will not fix. */
 function nonRetryable(err: unknown): never {
@@ -210,9 +220,10 @@ export function createActivities(deps: ActivityDeps) {
      */
     async runRollout(request: RolloutRequest): Promise<RolloutResult> {
       const started = Date.now();
-      const cancel = cancellationSignal();
+      const context = Context.current();
+      const cancel = context.cancellationSignal;
       const stopRollout = () => {
-        if (!request.rolloutId) return;
+        if (!request.rolloutId || !cancelledForGood(context)) return;
         void callJson(`${deps.runnerUrl}/v1/rollouts/${encodeURIComponent(request.rolloutId)}`, {
           method: "DELETE",
           schema: z.unknown(),
@@ -244,6 +255,7 @@ export function createActivities(deps: ActivityDeps) {
      * never pass through workflow history.
      */
     async trainStep(input: TrainStepInput): Promise<TrainStepSummary> {
+      const context = Context.current();
       const trajectories: ScoredTrajectory[] = [];
       for (const entry of input.batch) {
         const trajectory = await callJson(
@@ -275,7 +287,7 @@ export function createActivities(deps: ActivityDeps) {
         }
       } catch (err) {
         // Cancelled (its run was): the trainer stops the step rather than finish work nobody waits for.
-        if (cancellationSignal().aborted)
+        if (cancelledForGood(context))
           await callJson(`${deps.trainerUrl}/v1/steps/${input.run}/${input.step}`, {
             method: "DELETE",
             schema: z.unknown(),

@@ -222,10 +222,13 @@ export function createActivities(deps: ActivityDeps) {
       const started = Date.now();
       const context = Context.current();
       const cancel = context.cancellationSignal;
+      // The runner lets a later attempt's rollout go on when an earlier (timed-out) attempt cancels.
+      const attempt = { "x-bridle-attempt": String(context.info.attempt) };
       const stopRollout = () => {
         if (!request.rolloutId || !cancelledForGood(context)) return;
         void callJson(`${deps.runnerUrl}/v1/rollouts/${encodeURIComponent(request.rolloutId)}`, {
           method: "DELETE",
+          headers: attempt,
           schema: z.unknown(),
           timeoutMs: 30_000,
         }).catch(() => undefined); // not in flight: nothing left to stop
@@ -236,6 +239,7 @@ export function createActivities(deps: ActivityDeps) {
           callJson(`${deps.runnerUrl}/v1/rollouts`, {
             schema: RolloutResult,
             body: request,
+            headers: attempt,
             timeoutMs: 6 * 3_600_000,
           }).catch(async (err: unknown) => {
             if (cancel.aborted) throw cancel.reason;
@@ -272,9 +276,12 @@ export function createActivities(deps: ActivityDeps) {
       // No rollout captured token ids (say, every model call failed while the model server was
       // down): the trainer records the step as a no-op, so the run goes on to its next step.
       const body = { run: input.run, step: input.step, config: input.config, trajectories };
+      // The trainer lets a later attempt's step go on when an earlier (timed-out) attempt cancels.
+      const attempt = { "x-bridle-attempt": String(context.info.attempt) };
       let view = await callJson(`${deps.trainerUrl}/v1/steps`, {
         schema: TrainStepView,
         body,
+        headers: attempt,
         timeoutMs: 120_000,
       }).catch(nonRetryable);
       try {
@@ -290,6 +297,7 @@ export function createActivities(deps: ActivityDeps) {
         if (cancelledForGood(context))
           await callJson(`${deps.trainerUrl}/v1/steps/${input.run}/${input.step}`, {
             method: "DELETE",
+            headers: attempt,
             schema: z.unknown(),
             timeoutMs: 30_000,
           }).catch(() => undefined); // no longer running: nothing to stop

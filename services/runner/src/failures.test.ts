@@ -166,7 +166,15 @@ describe("a rollout cancelled while it runs", () => {
   it("kills the harness, removes its sandbox and stores nothing; its POST answers 409", async () => {
     await stack.script([{ text: "thinking very slowly ".repeat(8), chunk_chars: 4, delay_ms: 60_000 }]);
     const before = await upstreamRequests();
-    const pending = post({ rolloutId: "cancelled", agentTimeoutSec: 300 });
+    const attempt = (n: number) => ({ "content-type": "application/json", "x-bridle-attempt": String(n) });
+    const body = JSON.stringify({
+      taskId: TASK,
+      harness: "pi",
+      model: "scripted-model",
+      rolloutId: "cancelled",
+      agentTimeoutSec: 300,
+    });
+    const pending = stack.app.request("/v1/rollouts", { method: "POST", headers: attempt(1), body });
     // The harness runs once its first model call has reached the (slow) model server.
     const deadline = Date.now() + 120_000;
     while ((await upstreamRequests()) === before && Date.now() < deadline)
@@ -176,12 +184,28 @@ describe("a rollout cancelled while it runs", () => {
     expect(running.length).toBeGreaterThan(1); // bwrap and the harness inside it, at least
     expect(readdirSync(sandboxes).length).toBeGreaterThan(0);
 
+    // The activity's attempt 1 timed out and its retry (attempt 2) took the rollout over: the
+    // stale attempt's cancel must not stop it.
+    const retry = stack.app.request("/v1/rollouts", { method: "POST", headers: attempt(2), body });
+    await new Promise((resolve) => setTimeout(resolve, 1_000)); // its request reaches the scheduler
+    const stale = await stack.app.request("/v1/rollouts/cancelled", {
+      method: "DELETE",
+      headers: attempt(1),
+    });
+    expect(stale.status).toBe(409);
+    expect(ErrorBody.parse(await stale.json()).error.code).toBe("superseded");
+    expect(running.filter(alive).length).toBeGreaterThan(1);
+
     const started = performance.now();
-    const cancel = await stack.app.request("/v1/rollouts/cancelled", { method: "DELETE" });
+    const cancel = await stack.app.request("/v1/rollouts/cancelled", {
+      method: "DELETE",
+      headers: attempt(2),
+    });
     expect(cancel.status, await cancel.clone().text()).toBe(202);
-    const res = await pending;
-    expect(res.status).toBe(409);
-    expect(ErrorBody.parse(await res.json()).error.code).toBe("rollout_cancelled");
+    for (const res of await Promise.all([pending, retry])) {
+      expect(res.status).toBe(409);
+      expect(ErrorBody.parse(await res.json()).error.code).toBe("rollout_cancelled");
+    }
     expect(performance.now() - started).toBeLessThan(30_000);
     expect(running.filter(alive)).toEqual([]);
     expect(processesUnder(sandboxes).filter(alive)).toEqual([]);

@@ -112,10 +112,19 @@ describe("exactly once per (run, step)", () => {
 
   it("cancels a running step on request: the worker restarts, the step fails as cancelled, and runs again", async () => {
     const batch = pairBatch("cancelled", 1, [1, 0], 3);
-    expect((await postStep(t.app, batch)).status).toBe(202);
+    const attempt = (n: number) => ({ "content-type": "application/json", "x-bridle-attempt": String(n) });
+    const submit = (n: number) =>
+      t.app.request("/v1/steps", { method: "POST", headers: attempt(n), body: JSON.stringify(batch) });
+    expect((await submit(1)).status).toBe(202);
     await pollStep(t.app, "cancelled", 1, (v) => v.state === "running" && v.progress.phase === "train");
     const pid = t.worker.info.pid!;
-    const cancel = await t.app.request("/v1/steps/cancelled/1", { method: "DELETE" });
+    // Attempt 1 of the activity timed out and its retry (attempt 2) took the step over: the stale
+    // attempt's cancel must not stop it.
+    expect((await submit(2)).status).toBe(202);
+    const stale = await t.app.request("/v1/steps/cancelled/1", { method: "DELETE", headers: attempt(1) });
+    expect(stale.status).toBe(409);
+    expect(t.worker.info.pid).toBe(pid);
+    const cancel = await t.app.request("/v1/steps/cancelled/1", { method: "DELETE", headers: attempt(2) });
     expect(cancel.status).toBe(202);
     const failed = await pollStep(t.app, "cancelled", 1);
     expect(failed).toMatchObject({ state: "failed", error: { code: "step_cancelled", retryable: false } });

@@ -32,6 +32,8 @@ interface Job {
   step: number;
   batchHash: string;
   progress: StepProgress;
+  /** The latest attempt of the caller's activity that submitted it. */
+  attempt: number;
 }
 
 type Failure = Extract<TrainStepView, { state: "failed" }>["error"];
@@ -83,15 +85,20 @@ export class TrainingSteps {
     return error ? { state: "failed", run, step, error } : undefined;
   }
 
-  /** Cancels the step if it is the one running (it then fails as `step_cancelled`); false otherwise. */
-  cancel(run: string, step: number): boolean {
-    if (this.job?.run !== run || this.job.step !== step) return false;
+  /**
+   * Cancels the step if it is the one running (it then fails as `step_cancelled`). An earlier
+   * attempt of the caller's activity (one that timed out while its retry took the step over)
+   * cannot cancel it from under the later one.
+   */
+  cancel(run: string, step: number, attempt: number): "cancelled" | "not_running" | "superseded" {
+    if (this.job?.run !== run || this.job.step !== step) return "not_running";
+    if (attempt < this.job.attempt) return "superseded";
     this.log.info({ run, step }, "step cancelled");
-    return this.worker.cancel();
+    return this.worker.cancel() ? "cancelled" : "not_running";
   }
 
   /** Starts a step, or reports the one already running or done. Throws the HTTP error otherwise. */
-  submit(request: TrainStepRequest): TrainStepView {
+  submit(request: TrainStepRequest, attempt = 0): TrainStepView {
     const { run, step } = request;
     const hash = batchHash(request);
     const done = this.committed(run, step);
@@ -102,6 +109,7 @@ export class TrainingSteps {
     if (this.job) {
       if (this.job.run === run && this.job.step === step) {
         if (this.job.batchHash !== hash) throw conflict(run, step, "is running");
+        this.job.attempt = Math.max(this.job.attempt, attempt);
         return { state: "running", run, step, progress: this.job.progress };
       }
       throw httpError(
@@ -131,7 +139,13 @@ export class TrainingSteps {
         retryable: true,
       });
     }
-    const job: Job = { run, step, batchHash: hash, progress: { phase: "queued", done: 0, total: 0 } };
+    const job: Job = {
+      run,
+      step,
+      batchHash: hash,
+      progress: { phase: "queued", done: 0, total: 0 },
+      attempt,
+    };
     this.job = job;
     this.failures.delete(`${run}/${step}`);
     const log = this.log.child({ run, step });

@@ -10,33 +10,55 @@ import { RolloutCancelled, type RolloutDeps, resultPath, runRollout } from "../r
 /** Bounds concurrent rollouts, runs a rollout id at most once at a time, and cancels one on request. */
 class Scheduler {
   private readonly limiter: Semaphore;
-  private readonly inFlight = new Map<string, { result: Promise<RolloutResult>; stop: AbortController }>();
+  /** Each rollout in flight, with the latest activity attempt that waits for it. */
+  private readonly inFlight = new Map<
+    string,
+    { result: Promise<RolloutResult>; stop: AbortController; attempt: number }
+  >();
 
   constructor(limit: number) {
     this.limiter = new Semaphore(limit);
   }
 
-  run(id: string | undefined, work: (signal: AbortSignal) => Promise<RolloutResult>): Promise<RolloutResult> {
+  run(
+    id: string | undefined,
+    attempt: number,
+    work: (signal: AbortSignal) => Promise<RolloutResult>,
+  ): Promise<RolloutResult> {
     const existing = id ? this.inFlight.get(id) : undefined;
-    if (existing) return existing.result;
+    if (existing) {
+      existing.attempt = Math.max(existing.attempt, attempt);
+      return existing.result;
+    }
     const stop = new AbortController();
     const result = this.limiter
       .run(() => (stop.signal.aborted ? Promise.reject(cancelled(id)) : work(stop.signal)))
       .finally(() => {
         if (id) this.inFlight.delete(id);
       });
-    if (id) this.inFlight.set(id, { result, stop });
+    if (id) this.inFlight.set(id, { result, stop, attempt });
     return result;
   }
 
-  /** Cancels a rollout in flight (or waiting for a slot); false when there is none by that id. */
-  cancel(id: string): boolean {
+  /**
+   * Cancels a rollout in flight (or waiting for a slot). An earlier attempt of the activity (one
+   * that timed out while its retry took the rollout over) cannot cancel it from under the later one.
+   */
+  cancel(id: string, attempt: number): "cancelled" | "not_in_flight" | "superseded" {
     const running = this.inFlight.get(id);
-    if (!running) return false;
+    if (!running) return "not_in_flight";
+    if (attempt < running.attempt) return "superseded";
     running.stop.abort();
-    return true;
+    return "cancelled";
   }
 }
+
+/** The header carrying the Temporal activity attempt that sends a request. */
+const ATTEMPT = "x-bridle-attempt";
+const attemptOf = (header: string | undefined, otherwise: number) => {
+  const n = Number(header);
+  return header !== undefined && Number.isInteger(n) && n >= 0 ? n : otherwise;
+};
 
 const cancelled = (id: string | undefined) => new RolloutCancelled(`rollout ${id} was cancelled`);
 
@@ -95,7 +117,9 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
           );
         }
         const result = await scheduler
-          .run(request.rolloutId, (signal) => runRollout(deps, request, signal))
+          .run(request.rolloutId, attemptOf(c.req.header(ATTEMPT), 0), (signal) =>
+            runRollout(deps, request, signal),
+          )
           .catch((err: unknown) => {
             if (err instanceof RolloutCancelled) throw httpError(409, "rollout_cancelled", err.message);
             throw err;
@@ -117,11 +141,17 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
             },
           },
           404: errorContent("No rollout in flight with this id"),
+          409: errorContent("A later attempt of the caller's activity waits for this rollout"),
         },
       }),
       (c) => {
         const { id } = c.req.valid("param");
-        if (!scheduler.cancel(id)) throw httpError(404, "not_in_flight", `no rollout '${id}' is in flight`);
+        // Without an attempt (a person cancelling by hand) the rollout is cancelled whoever waits.
+        const outcome = scheduler.cancel(id, attemptOf(c.req.header(ATTEMPT), Number.POSITIVE_INFINITY));
+        if (outcome === "not_in_flight")
+          throw httpError(404, "not_in_flight", `no rollout '${id}' is in flight`);
+        if (outcome === "superseded")
+          throw httpError(409, "superseded", `a later attempt waits for rollout '${id}'; it goes on`);
         c.get("log").info({ rolloutId: id }, "rollout cancelled");
         return c.json({ rolloutId: id, cancelled: true as const }, 202);
       },

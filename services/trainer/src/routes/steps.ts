@@ -62,6 +62,13 @@ const requireJson: MiddlewareHandler = async (c, next) => {
   return next();
 };
 
+/** The header carrying the Temporal activity attempt that sends a request. */
+const ATTEMPT = "x-bridle-attempt";
+const attemptOf = (header: string | undefined, otherwise: number) => {
+  const n = Number(header);
+  return header !== undefined && Number.isInteger(n) && n >= 0 ? n : otherwise;
+};
+
 export function stepRoutes(steps: TrainingSteps, worker: TrainerWorker) {
   const Params = z.object({ run: RunId, step: z.coerce.number().int().min(1) });
   const router = createRouter();
@@ -84,7 +91,7 @@ export function stepRoutes(steps: TrainingSteps, worker: TrainerWorker) {
       (c) => {
         const request = c.req.valid("json");
         checkAgainstModel(request, worker);
-        const view = steps.submit(request);
+        const view = steps.submit(request, attemptOf(c.req.header(ATTEMPT), 0));
         return c.json(view, view.state === "done" ? 200 : 202);
       },
     )
@@ -116,12 +123,21 @@ export function stepRoutes(steps: TrainingSteps, worker: TrainerWorker) {
             "Cancelled",
           ),
           404: error("The step is not running"),
+          409: error("A later attempt of the caller's activity waits for this step"),
         },
       }),
       (c) => {
         const { run, step } = c.req.valid("param");
-        if (!steps.cancel(run, step))
+        // Without an attempt (a person cancelling by hand) the step is cancelled whoever waits.
+        const outcome = steps.cancel(run, step, attemptOf(c.req.header(ATTEMPT), Number.POSITIVE_INFINITY));
+        if (outcome === "not_running")
           throw httpError(404, "step_not_running", `step ${step} of run ${run} is not running`);
+        if (outcome === "superseded")
+          throw httpError(
+            409,
+            "superseded",
+            `a later attempt waits for step ${step} of run ${run}; it goes on`,
+          );
         return c.json({ run, step, cancelled: true as const }, 202);
       },
     );

@@ -17,7 +17,7 @@ import {
   TrainStepView,
   Trajectory,
 } from "@bridle/contracts";
-import { callJson, ServiceError } from "@bridle/service-kit";
+import { attemptHeader, callJson, ServiceError } from "@bridle/service-kit";
 import { ApplicationFailure, Context, heartbeat, sleep } from "@temporalio/activity";
 import { z } from "zod";
 
@@ -223,7 +223,7 @@ export function createActivities(deps: ActivityDeps) {
       const context = Context.current();
       const cancel = context.cancellationSignal;
       // The runner lets a later attempt's rollout go on when an earlier (timed-out) attempt cancels.
-      const attempt = { "x-bridle-attempt": String(context.info.attempt) };
+      const attempt = attemptHeader(context.info.attempt);
       const stopRollout = () => {
         if (!request.rolloutId || !cancelledForGood(context)) return;
         void callJson(`${deps.runnerUrl}/v1/rollouts/${encodeURIComponent(request.rolloutId)}`, {
@@ -277,7 +277,7 @@ export function createActivities(deps: ActivityDeps) {
       // down): the trainer records the step as a no-op, so the run goes on to its next step.
       const body = { run: input.run, step: input.step, config: input.config, trajectories };
       // The trainer lets a later attempt's step go on when an earlier (timed-out) attempt cancels.
-      const attempt = { "x-bridle-attempt": String(context.info.attempt) };
+      const attempt = attemptHeader(context.info.attempt);
       let view = await callJson(`${deps.trainerUrl}/v1/steps`, {
         schema: TrainStepView,
         body,

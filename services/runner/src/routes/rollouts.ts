@@ -1,7 +1,14 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { HarnessCheck, RolloutRequest, RolloutResult } from "@bridle/contracts";
-import { createRouter, errorContent, httpError, Semaphore } from "@bridle/service-kit";
+import {
+  ATTEMPT_HEADER,
+  attemptOf,
+  createRouter,
+  errorContent,
+  httpError,
+  Semaphore,
+} from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import { harnesses } from "../harnesses/index.ts";
 import type { HarnessAdapter } from "../harnesses/types.ts";
@@ -52,13 +59,6 @@ class Scheduler {
     return "cancelled";
   }
 }
-
-/** The header carrying the Temporal activity attempt that sends a request. */
-const ATTEMPT = "x-bridle-attempt";
-const attemptOf = (header: string | undefined, otherwise: number) => {
-  const n = Number(header);
-  return header !== undefined && Number.isInteger(n) && n >= 0 ? n : otherwise;
-};
 
 const cancelled = (id: string | undefined) => new RolloutCancelled(`rollout ${id} was cancelled`);
 
@@ -117,7 +117,7 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
           );
         }
         const result = await scheduler
-          .run(request.rolloutId, attemptOf(c.req.header(ATTEMPT), 0), (signal) =>
+          .run(request.rolloutId, attemptOf(c.req.header(ATTEMPT_HEADER), 0), (signal) =>
             runRollout(deps, request, signal),
           )
           .catch((err: unknown) => {
@@ -147,7 +147,10 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
       (c) => {
         const { id } = c.req.valid("param");
         // Without an attempt (a person cancelling by hand) the rollout is cancelled whoever waits.
-        const outcome = scheduler.cancel(id, attemptOf(c.req.header(ATTEMPT), Number.POSITIVE_INFINITY));
+        const outcome = scheduler.cancel(
+          id,
+          attemptOf(c.req.header(ATTEMPT_HEADER), Number.POSITIVE_INFINITY),
+        );
         if (outcome === "not_in_flight")
           throw httpError(404, "not_in_flight", `no rollout '${id}' is in flight`);
         if (outcome === "superseded")

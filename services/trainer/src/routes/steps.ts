@@ -1,5 +1,5 @@
 import { ErrorBody, type Issue, RunId, TrainStepRequest, TrainStepView } from "@bridle/contracts";
-import { createRouter, httpError } from "@bridle/service-kit";
+import { ATTEMPT_HEADER, attemptOf, createRouter, httpError } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import type { TrainingSteps } from "../steps.ts";
@@ -62,13 +62,6 @@ const requireJson: MiddlewareHandler = async (c, next) => {
   return next();
 };
 
-/** The header carrying the Temporal activity attempt that sends a request. */
-const ATTEMPT = "x-bridle-attempt";
-const attemptOf = (header: string | undefined, otherwise: number) => {
-  const n = Number(header);
-  return header !== undefined && Number.isInteger(n) && n >= 0 ? n : otherwise;
-};
-
 export function stepRoutes(steps: TrainingSteps, worker: TrainerWorker) {
   const Params = z.object({ run: RunId, step: z.coerce.number().int().min(1) });
   const router = createRouter();
@@ -91,7 +84,7 @@ export function stepRoutes(steps: TrainingSteps, worker: TrainerWorker) {
       (c) => {
         const request = c.req.valid("json");
         checkAgainstModel(request, worker);
-        const view = steps.submit(request, attemptOf(c.req.header(ATTEMPT), 0));
+        const view = steps.submit(request, attemptOf(c.req.header(ATTEMPT_HEADER), 0));
         return c.json(view, view.state === "done" ? 200 : 202);
       },
     )
@@ -129,7 +122,11 @@ export function stepRoutes(steps: TrainingSteps, worker: TrainerWorker) {
       (c) => {
         const { run, step } = c.req.valid("param");
         // Without an attempt (a person cancelling by hand) the step is cancelled whoever waits.
-        const outcome = steps.cancel(run, step, attemptOf(c.req.header(ATTEMPT), Number.POSITIVE_INFINITY));
+        const outcome = steps.cancel(
+          run,
+          step,
+          attemptOf(c.req.header(ATTEMPT_HEADER), Number.POSITIVE_INFINITY),
+        );
         if (outcome === "not_running")
           throw httpError(404, "step_not_running", `step ${step} of run ${run} is not running`);
         if (outcome === "superseded")

@@ -190,6 +190,10 @@ export const Session = SessionRegistration.extend({
   id: z.string(),
   apiKey: z.string(),
   createdAt: z.string(),
+  endedAt: z
+    .string()
+    .optional()
+    .describe("When the session was ended (its rollout is over): later model calls are refused"),
 });
 export type Session = z.infer<typeof Session>;
 

@@ -73,6 +73,7 @@ describe("guard admin API", () => {
       expect.arrayContaining([
         "/admin/sessions",
         "/admin/sessions/{id}/trajectory",
+        "/admin/sessions/{id}/end",
         "/v1/chat/completions",
         "/v1/messages",
         "/v1/models",

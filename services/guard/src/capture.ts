@@ -3,6 +3,7 @@ import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { CaptureRecord, Session, type SessionRegistration } from "@bridle/contracts";
 import type { Logger } from "@bridle/service-kit";
+import { CallsInFlight } from "./in-flight.ts";
 
 /**
  * What the guard's routes need of sessions and captures. `CaptureStore` holds them in this process;
@@ -23,9 +24,19 @@ export interface GuardStore {
   append(record: CaptureRecord): Promise<void>;
   /** Every record of a call whose answer has ended, in order. */
   records(id: string): Promise<CaptureRecord[]>;
+  /**
+   * Ends a session (its rollout is over): later calls are refused, and this resolves once the calls
+   * under way have been recorded (or `END_WAIT_MS` passed). Undefined for an unknown session.
+   */
+  end(id: string): Promise<Session | undefined>;
+  /** The model calls under way in this process. */
+  readonly inFlight: CallsInFlight;
   writeTrajectory(id: string, trajectory: unknown): Promise<string>;
   close(): Promise<void>;
 }
+
+/** How long ending a session waits for a call under way (a non-streamed answer runs to its end). */
+export const END_WAIT_MS = 10_000;
 
 /** A record as its JSONL line without `seq`, and how many of its tool calls were blocked. */
 export function serializeRecord(record: CaptureRecord): { json: string; blocked: number } {
@@ -51,6 +62,7 @@ export class CaptureStore implements GuardStore {
    * and a stream coalesces the records of calls that end together into one write. */
   private readonly streams = new Map<string, WriteStream>();
   private static readonly MAX_OPEN = 128;
+  readonly inFlight = new CallsInFlight();
 
   constructor(readonly dataDir: string) {}
 
@@ -123,6 +135,23 @@ export class CaptureStore implements GuardStore {
 
   async counts(id: string): Promise<{ calls: number; blocked: number }> {
     return { calls: this.seq.get(id) ?? 0, blocked: this.blocked.get(id) ?? 0 };
+  }
+
+  async end(id: string): Promise<Session | undefined> {
+    const session = this.byId.get(id);
+    if (!session) return undefined;
+    if (!session.endedAt) {
+      // Set first and in place (the key's entry is the same object): a call that starts from now
+      // on sees it and is refused, and every call before it is under way and waited for.
+      session.endedAt = new Date().toISOString();
+      await writeFile(
+        join(this.dataDir, "sessions", id, "session.json"),
+        `${JSON.stringify(session, null, 2)}\n`,
+      );
+    }
+    await this.inFlight.idle(id, END_WAIT_MS);
+    await this.tails.get(id);
+    return session;
   }
 
   /** Appends one call's record, numbering it in completion order. */

@@ -170,6 +170,28 @@ describe("guard with two worker processes", () => {
     expect(unknown.text).toContain("Unknown API key");
   }, 30_000);
 
+  it("ends a session once the call under way on a worker is recorded, then refuses it on every worker", async () => {
+    const session = await h.register({ instruction: INSTRUCTION });
+    await h.setScript([{ text: "y".repeat(80), delay_ms: 150 }]);
+    // Streams for about 1.5 s; the end arrives on the other worker while it does.
+    const before = (await h.upstreamRequests()).length;
+    const slow = call(session.apiKey, true);
+    await until("the call to reach the upstream", async () => (await h.upstreamRequests()).length > before);
+    const ended = await send(`${h.guardUrl}/admin/sessions/${session.id}/end`, "POST");
+    expect(ended.status).toBe(200);
+    const trajectory = JSON.parse(ended.text) as Trajectory;
+    expect(trajectory.calls).toBe(1);
+    expect(trajectory.records[0]).toMatchObject({ error: null, response: { content: "y".repeat(80) } });
+    expect((await slow).status).toBe(200);
+    // Round robin: these two go to different workers.
+    for (let i = 0; i < 2; i++) {
+      const refused = await call(session.apiKey, i === 0);
+      expect(refused.status).toBe(409);
+      expect(refused.text).toContain("has ended");
+    }
+    await h.setScript([TURN]);
+  }, 30_000);
+
   it("replaces a worker that dies, and its sessions and counts carry on", async () => {
     const [victim, survivor] = workerPids(h.pid);
     expect(survivor).toBeDefined();

@@ -1,7 +1,8 @@
 import cluster, { type Worker } from "node:cluster";
 import type { CaptureRecord, Session, SessionRegistration } from "@bridle/contracts";
 import type { Logger } from "@bridle/service-kit";
-import { CaptureStore, type GuardStore, serializeRecord } from "./capture.ts";
+import { CaptureStore, END_WAIT_MS, type GuardStore, serializeRecord } from "./capture.ts";
+import { CallsInFlight } from "./in-flight.ts";
 
 /**
  * Several guard processes on one port (GUARD_WORKERS > 1). One core of guard carries about a
@@ -12,10 +13,12 @@ import { CaptureStore, type GuardStore, serializeRecord } from "./capture.ts";
  * so the primary numbers and writes records but parses nothing. A read of a session's counts or
  * records first makes every worker answer a barrier message: a worker queues a record before it
  * ends the answer to the harness and sends what it has queued before answering the barrier, and
- * messages on one channel stay in order, so every call the harness has seen end is counted.
+ * messages on one channel stay in order, so every call the harness has seen end is counted. Ending
+ * a session sends the barrier with the session: each worker refuses its later calls and answers
+ * once the calls it has under way for it are recorded.
  */
 
-type Op = "lookupKey" | "session" | "register" | "counts" | "records" | "writeTrajectory";
+type Op = "lookupKey" | "session" | "register" | "counts" | "records" | "end" | "writeTrajectory";
 
 /** Worker to primary. */
 type Up =
@@ -28,11 +31,17 @@ interface Serialized {
   json: string;
   blocked: number;
 }
+/** A session being ended: workers mark it and answer the barrier once its calls under way are recorded. */
+interface Ending {
+  id: string;
+  apiKey: string;
+  endedAt: string;
+}
 /** Primary to worker. */
 type Down =
   | { t: "reply"; id: number; ok: true; value: unknown }
   | { t: "reply"; id: number; ok: false; message: string }
-  | { t: "barrier"; n: number };
+  | { t: "barrier"; n: number; end?: Ending };
 
 /** A worker that dies within its first moments, or this many times a minute, stops the guard. */
 const MAX_RESTARTS_PER_MINUTE = 10;
@@ -54,17 +63,18 @@ export async function runPrimary(options: { workers: number; dataDir: string; lo
 
   const live = () => Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w?.isConnected());
 
-  /** Resolves once every live worker has answered (or died, or 5 s passed). */
-  const barrier = () =>
+  /** Resolves once every live worker has answered (or died, or the wait ran out). */
+  const barrier = (end?: Ending) =>
     new Promise<void>((resolve) => {
       const workers = live();
       if (workers.length === 0) return resolve();
       const n = ++barrierSeq;
       const left = new Set(workers.map((w) => w.id));
+      const waitMs = BARRIER_TIMEOUT_MS + (end ? END_WAIT_MS : 0);
       const timer = setTimeout(() => {
-        log.warn({ waitingFor: [...left] }, "workers did not answer a barrier within 5 s");
+        log.warn({ waitingFor: [...left], waitMs }, "workers did not answer a barrier in time");
         finish();
-      }, BARRIER_TIMEOUT_MS);
+      }, waitMs);
       const finish = () => {
         clearTimeout(timer);
         barriers.delete(n);
@@ -72,7 +82,10 @@ export async function runPrimary(options: { workers: number; dataDir: string; lo
       };
       barriers.set(n, { left, finish });
       for (const w of workers)
-        w.send({ t: "barrier", n } satisfies Down, (err: Error | null) => err && arrived(w.id, n));
+        w.send(
+          { t: "barrier", n, ...(end ? { end } : {}) } satisfies Down,
+          (err: Error | null) => err && arrived(w.id, n),
+        );
     });
   const arrived = (worker: number, n: number) => {
     const b = barriers.get(n);
@@ -92,6 +105,11 @@ export async function runPrimary(options: { workers: number; dataDir: string; lo
     records: async (id: string) => {
       await barrier();
       return store.records(id);
+    },
+    end: async (id: string) => {
+      const session = await store.end(id);
+      if (session?.endedAt) await barrier({ id, apiKey: session.apiKey, endedAt: session.endedAt });
+      return session;
     },
     writeTrajectory: (id: string, trajectory: unknown) => store.writeTrajectory(id, trajectory),
   };
@@ -208,6 +226,7 @@ export class WorkerStore implements GuardStore {
     { resolve: (value: unknown) => void; reject: (err: Error) => void }
   >();
   private nextId = 0;
+  readonly inFlight = new CallsInFlight();
   /** Records not sent yet, and the promise every one of their appends returned. */
   private batch:
     | { records: Serialized[]; sent: Promise<void>; settle: (err: Error | null) => void }
@@ -217,9 +236,17 @@ export class WorkerStore implements GuardStore {
   constructor() {
     process.on("message", (message: Down) => {
       if (message.t === "barrier") {
-        // Queued behind every record of a call this worker has ended so far.
-        this.flush();
-        process.send?.({ t: "barrier", n: message.n } satisfies Up);
+        const answer = () => {
+          // Queued behind every record of a call this worker has ended so far.
+          this.flush();
+          process.send?.({ t: "barrier", n: message.n } satisfies Up);
+        };
+        const end = message.end;
+        if (!end) return answer();
+        // Refuse the session's next calls here, then answer once its calls under way are recorded.
+        const cached = this.byKey.get(end.apiKey);
+        if (cached) cached.endedAt = end.endedAt;
+        void this.inFlight.idle(end.id, END_WAIT_MS).then(answer);
       } else if (message.t === "reply") {
         const waiting = this.pending.get(message.id);
         if (!waiting) return;
@@ -305,6 +332,10 @@ export class WorkerStore implements GuardStore {
 
   records(id: string): Promise<CaptureRecord[]> {
     return this.call("records", id);
+  }
+
+  end(id: string): Promise<Session | undefined> {
+    return this.call("end", id);
   }
 
   writeTrajectory(id: string, trajectory: unknown): Promise<string> {

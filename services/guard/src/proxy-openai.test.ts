@@ -1,10 +1,10 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { CaptureRecord, Trajectory } from "@bridle/contracts";
+import type { CaptureRecord, SessionView, Trajectory } from "@bridle/contracts";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BUDGET_NOTICE } from "./proxy/handle.ts";
-import { type GuardHarness, openaiTools, startGuard } from "./test-support.ts";
+import { adminHeaders, type GuardHarness, openaiTools, startGuard } from "./test-support.ts";
 
 /**
  * The guard as a real process between a real OpenAI SDK client and the scripted upstream process
@@ -352,5 +352,47 @@ describe("OpenAI chat completions through the guard (scripted upstream test doub
     expect(released?.function.arguments).toContain("rm tests/test_dates.py");
     const models = await client(apiKey).models.list();
     expect(models.data.map((m) => m.id)).toEqual(["smoke-adapter@1"]);
+  });
+
+  it("ends a session after the call under way is recorded, then refuses the session's calls", async () => {
+    const session = await h.register({ instruction });
+    // 12 chunks 150 ms apart: the call is still streaming when the session is ended.
+    await h.setScript([{ text: "x".repeat(96), delay_ms: 150 }]);
+    const stream = await client(session.apiKey).chat.completions.create({
+      model: "m",
+      messages,
+      stream: true,
+    });
+    const iterator = stream[Symbol.asyncIterator]();
+    await iterator.next();
+    const ending = fetch(`${h.guardUrl}/admin/sessions/${session.id}/end`, {
+      method: "POST",
+      headers: adminHeaders,
+    });
+    let text = "";
+    for (let next = await iterator.next(); !next.done; next = await iterator.next())
+      text += next.value.choices[0]?.delta.content ?? "";
+    const ended = await ending;
+    expect(ended.status).toBe(200);
+    const trajectory = (await ended.json()) as Trajectory;
+    expect(trajectory.calls).toBe(1);
+    expect(trajectory.records[0]).toMatchObject({ error: null, response: { content: "x".repeat(96) } });
+    expect(text.length).toBeGreaterThan(0);
+
+    const refused = await client(session.apiKey)
+      .chat.completions.create({ model: "m", messages })
+      .then(
+        () => undefined,
+        (err: { status?: number; message?: string }) => err,
+      );
+    expect(refused?.status).toBe(409);
+    expect(refused?.message).toContain("has ended");
+    const view = (await (await h.admin(`/admin/sessions/${session.id}`)).json()) as SessionView;
+    expect(view).toMatchObject({ calls: 1, endedAt: expect.any(String) });
+    const unknown = await fetch(`${h.guardUrl}/admin/sessions/nope/end`, {
+      method: "POST",
+      headers: adminHeaders,
+    });
+    expect(unknown.status).toBe(404);
   });
 });

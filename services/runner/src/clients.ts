@@ -40,24 +40,18 @@ export const registerSession = (
 export const trajectoryUrl = (s: RolloutServices, sessionId: string) =>
   `${s.guardUrl}/admin/sessions/${encodeURIComponent(sessionId)}/trajectory`;
 
-export const trajectory = (s: RolloutServices, sessionId: string) =>
-  callJson(trajectoryUrl(s, sessionId), { schema: Trajectory, headers: admin(s), timeoutMs: 30_000 });
-
 /**
- * The trajectory once the guard has written every call of the session. The guard appends a call's
- * record just after the harness has read the reply, so a harness that exits (or is killed) at
- * once can be faster than that write: read until two reads `settleMs` apart agree.
+ * Ends the guard session once its harness is done and returns the final trajectory: the guard
+ * refuses the session's later calls and records the ones under way first (a harness killed
+ * mid-answer included), so one read holds every call.
  */
-export async function settledTrajectory(s: RolloutServices, sessionId: string, settleMs = 100) {
-  let previous = await trajectory(s, sessionId);
-  for (let i = 0; i < 20; i++) {
-    await new Promise((resolve) => setTimeout(resolve, settleMs));
-    const current = await trajectory(s, sessionId);
-    if (current.calls === previous.calls) return current;
-    previous = current;
-  }
-  return previous;
-}
+export const endSession = (s: RolloutServices, sessionId: string) =>
+  callJson(`${s.guardUrl}/admin/sessions/${encodeURIComponent(sessionId)}/end`, {
+    method: "POST",
+    schema: Trajectory,
+    headers: admin(s),
+    timeoutMs: 60_000,
+  });
 
 export const verify = (
   s: RolloutServices,

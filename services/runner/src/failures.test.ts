@@ -1,6 +1,6 @@
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ErrorBody, type HarnessCheck, RolloutResult } from "@bridle/contracts";
+import { ErrorBody, type HarnessCheck, RolloutResult, SessionView } from "@bridle/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { harnesses } from "./harnesses/index.ts";
 import { guardAdminHeaders, startRolloutStack } from "./test-stack.ts";
@@ -83,6 +83,13 @@ describe("pi rollouts that fail for the environment (scripted upstream model: a 
     expect(result.stopReason).toBe("timeout");
     expect(result.durationsMs.harness).toBeLessThan(15_000);
     expect(performance.now() - started).toBeLessThan(30_000);
+    // The call cut short by the kill is in the trajectory, and the session takes no more calls.
+    const records = await guardRecords(result.refs.guardSession!);
+    expect(records.map((r) => r.error)).toEqual(["the harness closed the connection"]);
+    const session = await fetch(`${stack.guardUrl}/admin/sessions/${result.refs.guardSession}`, {
+      headers: guardAdminHeaders,
+    });
+    expect(SessionView.parse(await session.json()).endedAt).toBeDefined();
   });
 
   it("a blocked call, then the harness is killed: it scores 0, never an excluded environment failure", async () => {

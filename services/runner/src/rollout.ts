@@ -23,9 +23,9 @@ import {
 import { httpError, type Logger, ServiceError } from "@bridle/service-kit";
 import {
   agentTask,
+  endSession,
   type RolloutServices,
   registerSession,
-  settledTrajectory,
   trajectoryUrl,
   verify,
 } from "./clients.ts";
@@ -264,7 +264,8 @@ async function imageOf(deps: RolloutDeps, task: AgentTask): Promise<BuiltImage |
 }
 
 /**
- * One run of the harness on an instruction, then the guard's record of it. The trajectory is read
+ * One run of the harness on an instruction, then the guard's record of it. The session is ended
+ * however the harness ended, so nothing calls the model on its behalf later; its trajectory is read
  * even when the harness failed: the guard's count of what it served explains the failure (and a
  * crash after a tool call is not a crash before any).
  */
@@ -275,18 +276,17 @@ async function agentPhase(
   result: RolloutResult,
   phase: { instruction: string; timeoutSec: number; logName?: string },
 ): Promise<void> {
-  const harnessFailure = await runHarness(ctx, sandbox, session.apiKey, result, phase).then(
-    () => undefined,
-    (err: unknown) => {
-      if (err instanceof EnvironmentFailure) return err;
-      throw err;
-    },
-  );
-  const captured = await settledTrajectory(ctx.deps, session.id).catch((err: unknown) =>
-    unavailable("the guard", err),
-  );
-  applyTrajectory(result, captured);
-  if (harnessFailure) throw harnessFailure;
+  let failure: unknown;
+  await runHarness(ctx, sandbox, session.apiKey, result, phase).catch((err: unknown) => {
+    failure = err;
+  });
+  const ended = endSession(ctx.deps, session.id);
+  if (failure !== undefined && !(failure instanceof EnvironmentFailure)) {
+    await ended.catch(() => undefined);
+    throw failure;
+  }
+  applyTrajectory(result, await ended.catch((err: unknown) => unavailable("the guard", err)));
+  if (failure) throw failure;
 }
 
 /**

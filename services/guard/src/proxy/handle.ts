@@ -35,8 +35,18 @@ export async function handleProxyCall(
   header: HeaderGetter,
   text: string,
 ): Promise<ProxyOutcome> {
+  let release = () => {};
   try {
     const session = await sessionOf(header, deps.store);
+    // Counted before the check, so ending the session either refuses this call or waits for it.
+    release = deps.store.inFlight.begin(session.id);
+    if (session.endedAt)
+      throw new ServiceError(
+        `Guard session ${session.id} has ended (its rollout is over): no more model calls`,
+        409,
+        "session_ended",
+        false,
+      );
     const body = parseJsonBody(text);
     const request = api === "openai" ? openAIRequest(body) : toOpenAIRequest(body);
     if (deps.maxTokensCap) capMaxTokens(request, deps.maxTokensCap);
@@ -60,6 +70,8 @@ export async function handleProxyCall(
     if (stream) {
       const includeUsage =
         (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
+      const streamed = release;
+      release = () => {};
       return {
         abort,
         stream: (write) =>
@@ -67,14 +79,16 @@ export async function handleProxyCall(
             api === "openai"
               ? new OpenAIStreamWriter(write, session.adapter, includeUsage)
               : new AnthropicStreamWriter(write, session.adapter),
-          ),
+          ).finally(streamed),
       };
     }
     const sink = api === "openai" ? new OpenAICollector() : new AnthropicCollector();
     await answer(sink);
+    release();
     if (sink.failure) throw new ServiceError(sink.failure, 502, "upstream_error", true);
     return { status: 200, headers: {}, json: sink.body() };
   } catch (err) {
+    release();
     if (err instanceof ServiceError) {
       if (err.status >= 500 || UPSTREAM_CODES.has(err.code))
         log.warn({ status: err.status, code: err.code, message: err.message }, "upstream failure");

@@ -1,5 +1,12 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import { ErrorBody, SessionCreated, SessionRegistration, SessionView, Trajectory } from "@bridle/contracts";
+import {
+  ErrorBody,
+  type Session,
+  SessionCreated,
+  SessionRegistration,
+  SessionView,
+  Trajectory,
+} from "@bridle/contracts";
 import { createRouter, httpError } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { GuardStore } from "../capture.ts";
@@ -75,11 +82,33 @@ export function adminRoutes(store: GuardStore) {
           404: errors[404],
         },
       }),
+      async (c) => c.json(await trajectoryOf(await sessionOr404(c.req.valid("param").id)), 200),
+    )
+    .openapi(
+      createRoute({
+        method: "post",
+        path: "/sessions/{id}/end",
+        summary:
+          "End a session once its harness is done: later model calls are refused, calls under way are recorded, and the final trajectory is returned",
+        request: { params: IdParam },
+        responses: {
+          200: { description: "Final trajectory", content: { "application/json": { schema: Trajectory } } },
+          404: errors[404],
+        },
+      }),
       async (c) => {
-        const session = await sessionOr404(c.req.valid("param").id);
-        const trajectory = stitch(session, await store.records(session.id));
-        await store.writeTrajectory(session.id, trajectory);
+        const { id } = c.req.valid("param");
+        const session = await store.end(id);
+        if (!session) throw httpError(404, "not_found", `No guard session ${id}`);
+        const trajectory = await trajectoryOf(session);
+        c.get("log").info({ sessionId: id, calls: trajectory.calls }, "session ended");
         return c.json(trajectory, 200);
       },
     );
+
+  async function trajectoryOf(session: Session) {
+    const trajectory = stitch(session, await store.records(session.id));
+    await store.writeTrajectory(session.id, trajectory);
+    return trajectory;
+  }
 }

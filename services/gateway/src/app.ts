@@ -32,10 +32,14 @@ export function createGatewayApp(deps: GatewayDeps) {
     "/v1/*",
     requireBearer(deps.apiToken, "missing or wrong bearer token (Authorization: Bearer <BRIDLE_API_TOKEN>)"),
   );
-  app.route("/v1/probes", probeRoutes(deps));
-  app.route("/v1/runs", runRoutes(deps));
-  app.route("/v1/evals", evalRoutes(deps));
-  app.route("/v1/calibrations", calibrationRoutes(deps));
-  app.route("/v1/adapters", adapterRoutes(deps.servingUrl));
-  return app;
+  // Chained, so the app's type carries every route: the CLI's client is typed from it.
+  return app
+    .route("/v1/probes", probeRoutes(deps))
+    .route("/v1/runs", runRoutes(deps))
+    .route("/v1/evals", evalRoutes(deps))
+    .route("/v1/calibrations", calibrationRoutes(deps))
+    .route("/v1/adapters", adapterRoutes(deps.servingUrl));
 }
+
+/** The gateway's routes as a type, for a typed client (`hc<GatewayApp>` from `hono/client`). */
+export type GatewayApp = ReturnType<typeof createGatewayApp>;

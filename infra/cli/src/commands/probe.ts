@@ -1,19 +1,12 @@
-import { ProbeStarted, ProbeView } from "@bridle/contracts";
-import { callJson } from "@bridle/service-kit";
 import type { StackConfig } from "@bridle/stack";
+import { answer, gatewayClient } from "../gateway.ts";
 
 /** Runs the stack probe workflow through the gateway and waits for its result. */
-export async function runProbe(config: StackConfig, prompt?: string): Promise<ProbeView> {
-  const gateway = `http://${config.host}:${config.ports.gateway}`;
-  const headers = { authorization: `Bearer ${config.apiToken}` };
-  const started = await callJson(`${gateway}/v1/probes`, {
-    schema: ProbeStarted,
-    body: prompt ? { prompt } : {},
-    headers,
-  });
-  return callJson(`${gateway}/v1/probes/${encodeURIComponent(started.id)}?wait=true`, {
-    schema: ProbeView,
-    headers,
-    timeoutMs: 300_000,
-  });
+export async function runProbe(config: StackConfig, prompt?: string) {
+  const api = gatewayClient(config);
+  const started = await answer((init) => api.v1.probes.$post({ json: prompt ? { prompt } : {} }, { init }));
+  return answer(
+    (init) => api.v1.probes[":id"].$get({ param: { id: started.id }, query: { wait: "true" } }, { init }),
+    300_000,
+  );
 }

@@ -5,7 +5,8 @@ import { EnvironmentImages } from "@bridle/sandbox";
 import { callJson } from "@bridle/service-kit";
 import { imagesHome, type StackConfig } from "@bridle/stack";
 import { z } from "zod";
-import { CalibrationView, runJob } from "./training.ts";
+import { answer, gatewayClient } from "../gateway.ts";
+import { JOB_START_MS, runJob } from "./training.ts";
 
 export interface TasksFlags {
   attempts?: string | undefined;
@@ -198,7 +199,13 @@ async function calibrate(config: StackConfig, flags: TasksFlags, say: Say): Prom
   say(
     `calibrating ${chosen.length} task(s): ${body.attempts} rollouts each of ${body.model} with ${body.harness}`,
   );
-  const view = await runJob(config, "calibrations", CalibrationView, body, say);
+  const api = gatewayClient(config);
+  const view = await runJob(
+    "calibration",
+    () => answer((init) => api.v1.calibrations.$post({ json: body }, { init }), JOB_START_MS),
+    (id) => answer((init) => api.v1.calibrations[":id"].$get({ param: { id }, query: {} }, { init })),
+    say,
+  );
   if (!view.output) return 1;
   for (const t of view.output.tasks) {
     const c = t.calibration;

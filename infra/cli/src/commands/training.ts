@@ -1,24 +1,22 @@
 import { createHash } from "node:crypto";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import {
-  adapterHarness,
-  CalibrationOutput,
-  EvalOutput,
-  ImportResult,
-  jobView,
-  RunList,
-  RunView,
-} from "@bridle/contracts";
+import { adapterHarness, type EvalConfig, ImportResult, type TrainingRunConfig } from "@bridle/contracts";
 import { type MatrixCell, renderMatrix, specialisation } from "@bridle/evaluation";
 import { callJson, repoRoot, ServiceError } from "@bridle/service-kit";
 import type { StackConfig } from "@bridle/stack";
 import type { z } from "zod";
+import { answer, type GatewayClient, gatewayClient } from "../gateway.ts";
 
 type Say = (line: string) => void;
 
-const EvalView = jobView(EvalOutput);
-export const CalibrationView = jobView(CalibrationOutput);
+/** A training run as the gateway shows it. */
+export type RunView = Awaited<ReturnType<typeof readRun>>;
+const readRun = (api: GatewayClient, name: string) =>
+  answer((init) => api.v1.runs[":name"].$get({ param: { name } }, { init }));
+/** An evaluation as the gateway shows it. */
+const readEval = (api: GatewayClient, id: string) =>
+  answer((init) => api.v1.evals[":id"].$get({ param: { id }, query: {} }, { init }));
 
 export const trainingUsage = `  train [--name N] [--harness pi] [--steps 2] [--batch 1] [--group 2] [--follow]
         [--tasks ID,ID] [--max-turns N] [--agent-timeout SEC] [--context-window N]
@@ -70,10 +68,6 @@ function rolloutLimits(config: StackConfig, flags: TrainingFlags): Record<string
   };
 }
 
-const gateway = (config: StackConfig) => `http://${config.host}:${config.ports.gateway}`;
-const auth = (config: StackConfig): Record<string, string> => ({
-  authorization: `Bearer ${config.apiToken}`,
-});
 const int = (value: string | undefined, fallback: number) => (value === undefined ? fallback : Number(value));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -100,9 +94,10 @@ export async function train(
   config: StackConfig,
   flags: TrainingFlags,
   say: Say,
-  extra: Record<string, unknown> = {},
+  extra: Partial<z.input<typeof TrainingRunConfig>> = {},
 ): Promise<RunView> {
-  const body = {
+  const api = gatewayClient(config);
+  const body: z.input<typeof TrainingRunConfig> = {
     name: flags.name ?? `run-${new Date().toISOString().replace(/[-:T]/g, "").slice(0, 14)}`,
     harness: flags.harness ?? "pi",
     baseModel: config.modelName,
@@ -113,21 +108,19 @@ export async function train(
     ...rolloutLimits(config, flags),
     ...extra,
   };
-  const started = await callJson(`${gateway(config)}/v1/runs`, {
-    schema: RunView,
-    body,
-    headers: auth(config),
-  }).catch((err: unknown) => {
-    // Following again a run started earlier (the command was interrupted): it goes on as configured.
-    if (flags.follow && flags.name && err instanceof ServiceError && err.code === "run_exists") return null;
-    throw err;
-  });
+  const started = await answer((init) => api.v1.runs.$post({ json: body }, { init })).catch(
+    (err: unknown) => {
+      // Following again a run started earlier (the command was interrupted): it goes on as configured.
+      if (flags.follow && flags.name && err instanceof ServiceError && err.code === "run_exists") return null;
+      throw err;
+    },
+  );
   if (!started) {
     say(`a run named ${body.name} exists: following it (it keeps the configuration it was started with)`);
     return follow(config, body.name, say);
   }
   say(
-    `run ${started.name} started: ${body.steps} step(s) of ${body.batchSize} task(s) x ${body.groupSize} rollouts with ${body.harness}`,
+    `run ${started.name} started: ${body.steps ?? 2} step(s) of ${body.batchSize} task(s) x ${body.groupSize} rollouts with ${body.harness}`,
   );
   say(`  Temporal UI: ${started.uiUrl}`);
   return flags.follow ? follow(config, started.name, say) : started;
@@ -151,13 +144,12 @@ async function follow(config: StackConfig, name: string, say: Say): Promise<RunV
 }
 
 async function followRun(config: StackConfig, name: string, say: Say): Promise<RunView> {
+  const api = gatewayClient(config);
   let last = "";
   let shown = 0;
   const poll = patientPoll(say);
   for (;;) {
-    const run = await poll(() =>
-      callJson(`${gateway(config)}/v1/runs/${name}`, { schema: RunView, headers: auth(config) }),
-    );
+    const run = await poll(() => readRun(api, name));
     const p = run.progress;
     if (p) {
       const line = `  step ${p.step}/${p.steps}  ${p.phase.padEnd(10)} rollouts ${p.rolloutsDone}  env failures ${p.environmentFailures}  serving ${p.servedName}`;
@@ -184,19 +176,13 @@ async function followRun(config: StackConfig, name: string, say: Say): Promise<R
  * the run is unknown to this stack (its history is gone), so a judged version keeps its curves.
  */
 export async function runCurves(config: StackConfig, name: string, step: number) {
-  const run = await callJson(`${gateway(config)}/v1/runs/${encodeURIComponent(name)}`, {
-    schema: RunView,
-    headers: auth(config),
-  }).catch(() => null);
+  const run = await readRun(gatewayClient(config), name).catch(() => null);
   return (run?.progress?.metrics ?? []).filter((m) => m.step <= step);
 }
 
 /** An evaluation that already completed under this id, if any (a rerun then uses its result). */
 export async function completedEval(config: StackConfig, id: string) {
-  const view = await callJson(`${gateway(config)}/v1/evals/${encodeURIComponent(id)}`, {
-    schema: EvalView,
-    headers: auth(config),
-  }).catch(() => null);
+  const view = await readEval(gatewayClient(config), id).catch(() => null);
   return view?.status === "COMPLETED" && view.output ? view : null;
 }
 
@@ -205,11 +191,12 @@ export async function evaluate(
   config: StackConfig,
   flags: TrainingFlags,
   say: Say,
-  extra: Record<string, unknown> = {},
+  extra: Partial<z.input<typeof EvalConfig>> = {},
 ) {
   if (!flags.candidate)
     throw new Error("bridle eval: --candidate <served model or adapter version> is required");
-  const body = {
+  const api = gatewayClient(config);
+  const body: z.input<typeof EvalConfig> = {
     candidate: flags.candidate,
     baseline: flags.baseline ?? config.modelName,
     harness: flags.harness ?? "pi",
@@ -222,7 +209,12 @@ export async function evaluate(
     ...extra,
   };
   say(`evaluation: ${body.candidate} vs ${body.baseline} (${body.harness})`);
-  const view = await runJob(config, "evals", EvalView, body, say);
+  const view = await runJob(
+    "evaluation",
+    () => answer((init) => api.v1.evals.$post({ json: body }, { init }), JOB_START_MS),
+    (id) => readEval(api, id),
+    say,
+  );
   if (view.output) {
     say("");
     say(view.output.markdown);
@@ -231,37 +223,32 @@ export async function evaluate(
   return view;
 }
 
+/** How long starting a job may take: the gateway answers once the job has checked its models and tasks. */
+export const JOB_START_MS = 90_000;
+
+/** What every job's view says of its state. */
+interface JobState {
+  id: string;
+  status: string;
+  uiUrl: string;
+  failure: string | null;
+  progress: { done: number; total: number } | null;
+}
+
 /** Starts a job through the gateway and waits for its end, printing its progress as it changes. */
-export async function runJob<
-  V extends z.ZodType<{
-    id: string;
-    status: string;
-    uiUrl: string;
-    failure: string | null;
-    progress: { done: number; total: number } | null;
-  }>,
->(
-  config: StackConfig,
-  path: "evals" | "calibrations",
-  schema: V,
-  body: Record<string, unknown>,
+export async function runJob<V extends JobState>(
+  noun: "evaluation" | "calibration",
+  start: () => Promise<JobState>,
+  read: (id: string) => Promise<V>,
   say: Say,
-): Promise<z.infer<V>> {
-  // The gateway answers once the job has checked its models and tasks (up to 30 s under load).
-  const started = await callJson(`${gateway(config)}/v1/${path}`, {
-    schema,
-    body,
-    headers: auth(config),
-    timeoutMs: 90_000,
-  });
+): Promise<V> {
+  const started = await start();
   say(`  ${started.id}, Temporal UI: ${started.uiUrl}`);
   let last = "";
   const shownAt = Date.now();
   const poll = patientPoll(say);
   for (;;) {
-    const view = await poll(() =>
-      callJson(`${gateway(config)}/v1/${path}/${started.id}`, { schema, headers: auth(config) }),
-    );
+    const view = await poll(() => read(started.id));
     if (view.progress) {
       const minutes = ((Date.now() - shownAt) / 60_000).toFixed(1);
       const line = `  rollouts ${view.progress.done}/${view.progress.total}`;
@@ -269,7 +256,7 @@ export async function runJob<
       last = line;
     }
     if (view.status !== "RUNNING") {
-      if (view.failure) say(`${path === "evals" ? "evaluation" : "calibration"} failed: ${view.failure}`);
+      if (view.failure) say(`${noun} failed: ${view.failure}`);
       return view;
     }
     await sleep(2_000);
@@ -291,18 +278,17 @@ export async function signalRun(
     say(`bridle runs ${action}: name the run (bridle runs lists them)`);
     return 2;
   }
-  const run = await callJson(`${gateway(config)}/v1/runs/${encodeURIComponent(name)}/${action}`, {
-    schema: RunView,
-    method: "POST",
-    headers: auth(config),
-  }).catch((err: unknown) => {
-    if (err instanceof ServiceError && (err.status === 404 || err.status === 409)) {
-      const body = err.body as { error?: { message?: string } } | undefined;
-      say(`bridle runs ${action}: ${body?.error?.message ?? err.message}`);
-      return null;
-    }
-    throw err;
-  });
+  const api = gatewayClient(config);
+  const run = await answer((init) => api.v1.runs[":name"][action].$post({ param: { name } }, { init })).catch(
+    (err: unknown) => {
+      if (err instanceof ServiceError && (err.status === 404 || err.status === 409)) {
+        const body = err.body as { error?: { message?: string } } | undefined;
+        say(`bridle runs ${action}: ${body?.error?.message ?? err.message}`);
+        return null;
+      }
+      throw err;
+    },
+  );
   if (!run) return 1;
   const what = {
     cancel: "cancelled: it ends after the step it is in, keeping the adapter versions it made",
@@ -314,10 +300,8 @@ export async function signalRun(
 }
 
 export async function listRuns(config: StackConfig, say: Say): Promise<number> {
-  const list = await callJson(`${gateway(config)}/v1/runs`, {
-    schema: RunList,
-    headers: auth(config),
-  });
+  const api = gatewayClient(config);
+  const list = await answer((init) => api.v1.runs.$get({}, { init }));
   if (list.runs.length === 0) say("no training runs yet");
   for (const r of list.runs) say(`${r.name.padEnd(28)} ${r.status.padEnd(10)} ${r.startedAt}  ${r.uiUrl}`);
   return 0;

@@ -31,15 +31,15 @@ const refusalStatus: Record<string, 400 | 404 | 409> = {
 };
 
 /** A finite job run as one workflow: an evaluation or a calibration. */
-export interface JobKind<C extends JobConfig> {
+export interface JobKind<CS extends z.ZodType<JobConfig>, OS extends z.ZodType> {
   /** Singular noun for messages, e.g. "evaluation". */
   noun: string;
   /** The workflow type the worker registers, and the id prefix (`<prefix>-<id>`). */
   workflowType: string;
   prefix: string;
-  config: z.ZodType<C>;
-  output: z.ZodType;
-  summary: (config: C) => string;
+  config: CS;
+  output: OS;
+  summary: (config: z.infer<CS>) => string;
 }
 
 interface JobConfig {
@@ -53,20 +53,31 @@ export interface JobDeps {
   uiUrl: string;
 }
 
+/**
+ * What the job handlers use of Hono's context. The handlers are generic over the job's schemas,
+ * which Hono's handler types cannot follow; the routes' types, instantiated per kind, still reach
+ * the gateway's typed client.
+ */
+interface JobContext {
+  req: { valid(target: "json" | "param" | "query"): unknown };
+  json(body: unknown, status: 200 | 202): Response;
+}
+
 /** POST / starts a job; GET /{id} reads it (with ?wait=true, once it has ended). */
-export function jobRoutes<C extends JobConfig>(kind: JobKind<C>, deps: JobDeps) {
+export function jobRoutes<CS extends z.ZodType<JobConfig>, OS extends z.ZodType>(
+  kind: JobKind<CS, OS>,
+  deps: JobDeps,
+) {
   const workflowId = (id: string) => `${kind.prefix}-${id}`;
   const ui = (id: string) => workflowUiUrl(deps.uiUrl, deps.namespace, id);
-  // The route schemas are erased to plain objects here: the types are checked where a kind is made.
   const View = jobView(kind.output);
-  const Config = kind.config as unknown as z.ZodObject;
   return createRouter()
     .openapi(
       createRoute({
         method: "post",
         path: "/",
         summary: `Start an ${kind.noun}`.replace(/^Start an ([^aeiou])/, "Start a $1"),
-        request: { body: { content: { "application/json": { schema: Config } }, required: true } },
+        request: { body: { content: { "application/json": { schema: kind.config } }, required: true } },
         responses: {
           202: jsonContent(
             View.extend({
@@ -80,8 +91,8 @@ export function jobRoutes<C extends JobConfig>(kind: JobKind<C>, deps: JobDeps) 
           409: errorContent("Exists, or a model serving no longer answers for"),
         },
       }),
-      async (c) => {
-        const config = c.req.valid("json") as unknown as C;
+      (async (c: JobContext) => {
+        const config = c.req.valid("json") as z.infer<CS>;
         const id = config.id ?? `${kind.prefix}-${randomUUID().slice(0, 8)}`;
         const wf = workflowId(id);
         const admission = await admitted(kind, config, id, wf, deps).catch((err: unknown) => {
@@ -97,7 +108,7 @@ export function jobRoutes<C extends JobConfig>(kind: JobKind<C>, deps: JobDeps) 
         });
         const view = { id, workflowId: wf, status: "RUNNING" as const, uiUrl: ui(wf), progress: null };
         return c.json({ ...view, output: null, failure: null, admission }, 202);
-      },
+      }) as never,
     )
     .openapi(
       createRoute({
@@ -107,11 +118,12 @@ export function jobRoutes<C extends JobConfig>(kind: JobKind<C>, deps: JobDeps) 
         request: { params: Id, query: z.object({ wait: z.enum(["true", "false"]).default("false") }) },
         responses: { 200: jsonContent(View, kind.noun), 404: errorContent(`No such ${kind.noun}`) },
       }),
-      async (c) => {
-        const { id } = c.req.valid("param");
+      (async (c: JobContext) => {
+        const { id } = c.req.valid("param") as z.infer<typeof Id>;
         const h = deps.temporal.workflow.getHandle(workflowId(id));
         try {
-          if (c.req.valid("query").wait === "true") await h.result().catch(() => undefined);
+          if ((c.req.valid("query") as { wait: string }).wait === "true")
+            await h.result().catch(() => undefined);
           const status = toStatus((await h.describe()).status.name);
           let output = null;
           let failure = null;
@@ -134,7 +146,7 @@ export function jobRoutes<C extends JobConfig>(kind: JobKind<C>, deps: JobDeps) 
             throw httpError(404, "not_found", `no ${kind.noun} '${id}'`);
           throw err;
         }
-      },
+      }) as never,
     );
 }
 
@@ -143,9 +155,9 @@ export function jobRoutes<C extends JobConfig>(kind: JobKind<C>, deps: JobDeps) 
  * checks (models, tasks) refuse it before its first rollout, and the refusal becomes the HTTP
  * answer. Null when no worker answered within ADMISSION_WAIT_MS: the job is started all the same.
  */
-async function admitted<C extends JobConfig>(
-  kind: JobKind<C>,
-  config: C,
+async function admitted<CS extends z.ZodType<JobConfig>, OS extends z.ZodType>(
+  kind: JobKind<CS, OS>,
+  config: z.infer<CS>,
   id: string,
   workflowId: string,
   deps: JobDeps,

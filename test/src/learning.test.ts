@@ -74,9 +74,13 @@ describe("a GRPO step learns, measured through vLLM serving the new version", ()
     });
     expect(result).toMatchObject({ applied: true, optimizerSteps: 2, device: "cpu" });
 
-    const loaded = await callJson(`${serving}/v1/adapters/${ADAPTER}/versions`, {
+    await callJson(`${serving}/v1/adapters/${ADAPTER}/versions`, {
       schema: AdapterVersion,
       body: { path: result.adapterPath, step: result.step, version: 1 },
+    });
+    const loaded = await callJson(`${serving}/v1/adapters/${ADAPTER}/versions/1?wait=true`, {
+      schema: AdapterVersion,
+      timeoutMs: 90_000,
     });
     expect(loaded).toMatchObject({ servedName: `${ADAPTER}@v1`, state: "serving", hash: result.adapterHash });
 

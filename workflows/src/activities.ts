@@ -323,21 +323,42 @@ export function createActivities(deps: ActivityDeps) {
       };
     },
 
-    /** Loads an adapter version on the model server and proves it with the canary. */
+    /**
+     * Loads an adapter version on the model server and proves it with the canary: submitted, then
+     * read every second, heartbeating, until it serves or failed. Cancelled, it cancels the load.
+     */
     async loadAdapter(input: {
       name: string;
       version: number;
       path: string;
       step: number;
     }): Promise<AdapterVersion> {
+      const context = Context.current();
       const url = `${deps.servingUrl}/v1/adapters/${input.name}/versions`;
-      return withHeartbeat(
-        callJson(url, {
-          schema: AdapterVersion,
-          body: { path: input.path, step: input.step, version: input.version },
-          timeoutMs: 600_000,
-        }).catch(nonRetryable),
-      );
+      let v = await callJson(url, {
+        schema: AdapterVersion,
+        body: { path: input.path, step: input.step, version: input.version },
+        timeoutMs: 60_000,
+      }).catch(nonRetryable);
+      try {
+        while (v.state === "loading") {
+          heartbeat(v.state);
+          await sleep(1_000); // rejects once the activity is cancelled
+          v = await callJson(`${url}/${v.version}`, { schema: AdapterVersion });
+        }
+      } catch (err) {
+        if (cancelledForGood(context))
+          await callJson(`${url}/${v.version}`, { method: "DELETE", schema: z.unknown() }).catch(
+            () => undefined, // serving is gone: nothing loads there
+          );
+        throw err;
+      }
+      if (v.state === "serving") return v;
+      const error = v.error ?? { code: "load_failed", message: `${v.servedName} is ${v.state}` };
+      // The model server went away (or serving restarted) mid-load: the same version is loaded again.
+      if (error.code === "model_server_unavailable" || error.code === "load_interrupted")
+        throw new Error(`${v.servedName} did not load (${error.code}): ${error.message}`);
+      throw ApplicationFailure.nonRetryable(`${v.servedName}: ${error.message}`, error.code);
     },
 
     /** Which adapter version (and content hash) a served model name is; nulls for the base model. */

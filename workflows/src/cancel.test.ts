@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { TaskQueues, TrainingRunConfig } from "@bridle/contracts";
+import { adapterName, TaskQueues, TrainingRunConfig } from "@bridle/contracts";
 import { repoRoot } from "@bridle/service-kit";
 import { WorkflowFailedError } from "@temporalio/client";
 import { CancelledFailure } from "@temporalio/common";
@@ -14,10 +14,11 @@ import { type DevTemporal, standInActivities, standInResult, startDevTemporal } 
 /**
  * A cancelled training run stops the work it is waiting for: the real rollout and training-step
  * activities, on a real Temporal dev server, against STAND-IN SERVICES (one HTTP test double playing
- * the runner, the guard's trajectory reads and the trainer): a rollout of run `cancel-me` is held
- * open until it is cancelled; those of `cancel-step` finish at once and its step runs until
- * cancelled. That the real runner then kills the harness and removes the sandbox, and the real
- * trainer restarts its worker, is tested in services/runner and services/trainer.
+ * the runner, the guard's trajectory reads, the trainer and serving): a rollout of run `cancel-me`
+ * is held open until it is cancelled; those of `cancel-step` finish at once and its step runs until
+ * cancelled; `cancel-load` trains at once (a stand-in step) and its adapter load never ends. That
+ * the real runner then kills the harness and removes the sandbox, the real trainer restarts its
+ * worker and real serving stops the load, is tested in services/runner, trainer and serving.
  */
 /** The guard's record of a session whose model calls carried nothing to train on. */
 const noCalls = {
@@ -42,6 +43,7 @@ describe("a training run cancelled mid-rollout", () => {
   const cancelled: string[] = [];
   const held = new Map<string, ServerResponse>();
   const stepsCancelled: string[] = [];
+  const loadsCancelled: string[] = [];
   const json = (res: ServerResponse, status: number, body: unknown) =>
     res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
 
@@ -64,7 +66,7 @@ describe("a training run cancelled mid-rollout", () => {
             model: string;
           };
           const id = request.rolloutId;
-          if (id.startsWith("cancel-step/"))
+          if (id.startsWith("cancel-step/") || id.startsWith("cancel-load/"))
             return json(res, 200, standInResult(request, Number(id.endsWith("g0"))));
           started.push(id);
           held.set(id, res); // answered only when cancelled
@@ -82,6 +84,29 @@ describe("a training run cancelled mid-rollout", () => {
         const progress = { phase: "train", done: 0, total: 3 };
         return json(res, 202, { state: "running", run: "cancel-step", step: 1, progress });
       }
+      const load = /^\/v1\/adapters\/(.+)\/versions(?:\/(\d+))?$/.exec(req.url ?? "");
+      if (load) {
+        req.resume();
+        const now = new Date().toISOString();
+        const version = {
+          name: load[1],
+          version: 1,
+          servedName: `${load[1]}@v1`,
+          path: "/a/1",
+          hash: "h",
+          step: 1,
+          state: "loading",
+          error: null,
+          canaryDelta: null,
+          createdAt: now,
+          updatedAt: now,
+        };
+        if (req.method === "DELETE") {
+          loadsCancelled.push(`${load[1]}@v${load[2]}`);
+          return json(res, 200, { ...version, state: "retired" });
+        }
+        return json(res, req.method === "POST" ? 202 : 200, version);
+      }
       const id = decodeURIComponent(req.url?.replace(/^\/v1\/rollouts\//, "") ?? "");
       if (req.method === "DELETE" && held.has(id)) {
         cancelled.push(id);
@@ -97,7 +122,7 @@ describe("a training run cancelled mid-rollout", () => {
     const { port } = runner.address() as AddressInfo;
     const standIn = `http://127.0.0.1:${port}`;
     const real = createActivities({
-      servingUrl: "http://127.0.0.1:9",
+      servingUrl: standIn,
       tasksUrl: "http://127.0.0.1:9",
       runnerUrl: standIn,
       guardUrl: standIn,
@@ -105,9 +130,14 @@ describe("a training run cancelled mid-rollout", () => {
       trainerUrl: standIn,
       dataDir: "/nonexistent",
     });
-    const standIns = standInActivities({ reward: () => 0, applied: () => false });
+    const standIns = standInActivities({ reward: () => 0, applied: () => true });
     temporal = await startDevTemporal(temporalBin);
-    await temporal.work({ ...standIns, runRollout: real.runRollout, trainStep: real.trainStep });
+    await temporal.work({
+      ...standIns,
+      runRollout: real.runRollout,
+      trainStep: (input) => (input.run === "cancel-load" ? standIns.trainStep! : real.trainStep)(input),
+      loadAdapter: real.loadAdapter,
+    });
   }, 120_000);
 
   afterAll(async () => {
@@ -153,5 +183,25 @@ describe("a training run cancelled mid-rollout", () => {
     const stopBy = Date.now() + 30_000;
     while (stepsCancelled.length < 1 && Date.now() < stopBy) await new Promise((r) => setTimeout(r, 100));
     expect(stepsCancelled).toEqual(["cancel-step/1"]);
+  }, 90_000);
+
+  it("tells serving to cancel the adapter load in flight, and ends CANCELLED", async () => {
+    const config = TrainingRunConfig.parse({ name: "cancel-load", steps: 1, batchSize: 1, groupSize: 2 });
+    const handle = await temporal.client.workflow.start("trainingRun", {
+      taskQueue: TaskQueues.control,
+      workflowId: `run-${config.name}`,
+      args: [{ config }],
+    });
+    const loading = Date.now() + 30_000;
+    while ((await handle.query<{ phase: string }>("progress")).phase !== "loading" && Date.now() < loading)
+      await new Promise((r) => setTimeout(r, 200));
+    await new Promise((r) => setTimeout(r, 2_000)); // a poll or two of the version
+    await handle.cancel();
+    const outcome = await handle.result().catch((err: unknown) => err);
+    expect((outcome as WorkflowFailedError).cause).toBeInstanceOf(CancelledFailure);
+    const stopBy = Date.now() + 30_000;
+    while (loadsCancelled.length < 1 && Date.now() < stopBy) await new Promise((r) => setTimeout(r, 100));
+    const adapter = adapterName({ model: config.baseModel, harness: config.harness, run: config.name });
+    expect(loadsCancelled).toEqual([`${adapter}@v1`]);
   }, 90_000);
 });

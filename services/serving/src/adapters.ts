@@ -30,6 +30,10 @@ const retryable = (err: unknown) => !(err instanceof ServiceError) || err.retrya
  */
 export class AdapterManager {
   private queue: Promise<unknown> = Promise.resolve();
+  /** Loads under way or queued, by served name: each ends as the version's final record. */
+  private readonly loads = new Map<string, Promise<AdapterVersion>>();
+  /** Loading versions whose load was cancelled (retired before they served). */
+  private readonly cancelled = new Set<string>();
   private health: Health = "starting";
   private timer: NodeJS.Timeout | undefined;
   readonly canary: Canary;
@@ -88,56 +92,100 @@ export class AdapterManager {
     );
   }
 
-  /** Loads a new version, proves it with the canary, then applies the retention policy. */
-  load(name: string, request: LoadAdapterRequest): Promise<AdapterVersion> {
-    return this.exclusive(async () => {
-      let hash: string;
-      try {
-        hash = inspectAdapter(request.path, this.settings.maxLoraRank).hash;
-      } catch (err) {
-        if (err instanceof InvalidAdapterError) throw httpError(422, "invalid_adapter", err.message);
-        throw err;
-      }
-      if (request.version !== undefined) {
-        const existing = this.registry.get(name, request.version);
-        if (existing?.hash === hash && existing.state === "serving") return existing;
-        const next = this.registry.nextVersion(name);
-        if (existing || request.version < next) {
-          throw httpError(
-            409,
-            "version_exists",
-            `${servedName(name, request.version)} exists (${existing?.state ?? "an earlier number"}); versions only go up, next is ${next}`,
-          );
-        }
-      }
-      this.requireUp();
-      const version = request.version ?? this.registry.nextVersion(name);
-      await this.freeSlot();
-      const record = this.registry.insert({
-        name,
-        version,
-        path: request.path,
-        hash,
-        step: request.step ?? null,
-      });
-      const log = this.log.child({ adapter: record.servedName });
-      const proven = await this.loadAndProve(record);
-      if (proven.state !== "serving") {
-        log.warn({ error: proven.error }, "adapter version failed; earlier versions keep serving");
-        const status = proven.error?.code === "model_server_unavailable" ? 503 : 422;
+  /**
+   * Accepts a new version and queues its load: the answer comes at once, with the version
+   * `loading`; `settled` (or the version's record) says how it ended: serving once vLLM has it and
+   * the canary proved it, failed otherwise, the earlier versions serving meanwhile. What can be
+   * refused at once is: an invalid adapter (422), a version number taken by other content (409);
+   * the model server down fails the load (a retryable failure). The same content submitted again is the same version: a version
+   * serving or loading is answered as it is, a failed one is loaded again (a retried load).
+   */
+  submit(name: string, request: LoadAdapterRequest): AdapterVersion {
+    let hash: string;
+    try {
+      hash = inspectAdapter(request.path, this.settings.maxLoraRank).hash;
+    } catch (err) {
+      if (err instanceof InvalidAdapterError) throw httpError(422, "invalid_adapter", err.message);
+      throw err;
+    }
+    const existing = request.version === undefined ? undefined : this.registry.get(name, request.version);
+    if (existing?.hash === hash && (existing.state === "serving" || existing.state === "loading"))
+      return existing;
+    if (request.version !== undefined && !(existing?.hash === hash && existing.state === "failed")) {
+      const next = this.registry.nextVersion(name);
+      if (existing || request.version < next) {
         throw httpError(
-          status,
-          proven.error?.code ?? "load_failed",
-          `${record.servedName}: ${proven.error?.message}`,
-          {
-            retryable: status === 503,
-          },
+          409,
+          "version_exists",
+          `${servedName(name, request.version)} exists (${existing?.state ?? "an earlier number"}); versions only go up, next is ${next}`,
         );
       }
-      log.info({ hash, canaryDelta: proven.canaryDelta }, "adapter version serving");
-      await this.applyRetention(name);
-      return this.registry.get(name, version)!;
+    }
+    // The number is taken now, so two loads submitted together never get the same one.
+    const record = existing
+      ? this.registry.setState(name, existing.version, "loading", { error: null })
+      : this.registry.insert({
+          name,
+          version: request.version ?? this.registry.nextVersion(name),
+          path: request.path,
+          hash,
+          step: request.step ?? null,
+        });
+    const load = this.exclusive(() => this.finishLoad(record));
+    this.loads.set(record.servedName, load);
+    void load.finally(() => this.loads.delete(record.servedName));
+    return record;
+  }
+
+  /** The version once its load has ended (at once when it is not loading), or after `timeoutMs`. */
+  async settled(name: string, version: number, timeoutMs: number): Promise<AdapterVersion | undefined> {
+    const v = this.registry.get(name, version);
+    const load = v && this.loads.get(v.servedName);
+    if (!load) return v;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<AdapterVersion>((resolve) => {
+      timer = setTimeout(() => resolve(this.registry.get(name, version)!), timeoutMs);
     });
+    try {
+      return await Promise.race([load, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** A queued load's work: room, load, canary, retention; a cancelled load stops where it is. */
+  private async finishLoad(record: AdapterVersion): Promise<AdapterVersion> {
+    const log = this.log.child({ adapter: record.servedName });
+    const cancelled = () => {
+      if (!this.cancelled.delete(record.servedName)) return undefined;
+      log.info({}, "adapter load cancelled");
+      return this.registry.setState(record.name, record.version, "retired", {
+        error: { code: "load_cancelled", message: "cancelled before it served" },
+      });
+    };
+    const early = cancelled();
+    if (early) return early;
+    try {
+      this.requireUp();
+      await this.freeSlot();
+    } catch (err) {
+      return this.registry.setState(record.name, record.version, "failed", {
+        error: { code: "model_server_unavailable", message: message(err) },
+      });
+    }
+    const proven = await this.loadAndProve(record);
+    if (proven.state !== "serving") {
+      this.cancelled.delete(record.servedName);
+      log.warn({ error: proven.error }, "adapter version failed; earlier versions keep serving");
+      return proven;
+    }
+    if (this.cancelled.has(record.servedName)) {
+      await this.unload(record.servedName).catch(() => undefined);
+      return cancelled()!;
+    }
+    log.info({ hash: proven.hash, canaryDelta: proven.canaryDelta }, "adapter version serving");
+    await this.applyRetention(record.name);
+    return this.registry.get(record.name, record.version)!;
   }
 
   /** Loads a version into vLLM and runs the canary; records the outcome (serving or failed). */
@@ -168,8 +216,13 @@ export class AdapterManager {
     }
   }
 
-  /** Retires a version: unloads it from vLLM and marks it retired. Idempotent. */
+  /**
+   * Retires a version: unloads it from vLLM and marks it retired. Idempotent. A version still
+   * loading is cancelled: its load stops before vLLM gets it, or it is unloaded once loaded.
+   */
   retire(name: string, version: number): Promise<AdapterVersion> {
+    const loading = this.registry.get(name, version);
+    if (loading?.state === "loading") this.cancelled.add(loading.servedName);
     return this.exclusive(async () => {
       const v = this.registry.get(name, version);
       if (!v) throw httpError(404, "adapter_not_found", `no version ${version} of ${name}`);

@@ -32,11 +32,22 @@ const post = async (path: string, body: unknown) => {
   });
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 };
-const loadVersion = (path: string, step?: number) =>
-  post(`/v1/adapters/${NAME}/versions`, step === undefined ? { path } : { path, step });
+/**
+ * Submits a version and, once accepted (202), reads it when its load has ended: the submit's status
+ * with the version's final record, or the refusal as it came.
+ */
+const loadVersion = async (path: string, step?: number, name = NAME) => {
+  const submitted = await post(
+    `/v1/adapters/${name}/versions`,
+    step === undefined ? { path } : { path, step },
+  );
+  if (submitted.status !== 202) return submitted;
+  const { version } = AdapterVersion.parse(submitted.body);
+  const read = await app.request(`/v1/adapters/${name}/versions/${version}?wait=true`);
+  return { status: submitted.status, body: (await read.json()) as Record<string, unknown> };
+};
 const complete = (model: string) =>
   post("/v1/completions", { model, prompt: "def add(a, b):", maxTokens: 6 });
-const errorCode = (body: Record<string, unknown>) => (body.error as { code: string }).code;
 const waitFor = async (ok: () => Promise<boolean>, ms = 120_000) => {
   const deadline = Date.now() + ms;
   while (!(await ok())) {
@@ -67,7 +78,7 @@ afterAll(async () => {
 describe("adapter versions on a real vLLM", () => {
   it("loads a version under its versioned name, proves it with the canary, and stamps completions", async () => {
     const { status, body } = await loadVersion(random[0]!, 1);
-    expect(status).toBe(201);
+    expect(status).toBe(202);
     const v1 = AdapterVersion.parse(body);
     expect(v1).toMatchObject({ servedName: `${NAME}@v1`, state: "serving", step: 1, error: null });
     expect(v1.canaryDelta).toBeGreaterThan(1e-4);
@@ -82,8 +93,11 @@ describe("adapter versions on a real vLLM", () => {
 
   it("marks a load whose outputs equal the base model's as failed; the previous version keeps serving", async () => {
     const { status, body } = await loadVersion(zero);
-    expect(status).toBe(422);
-    expect(errorCode(body)).toBe("canary_equals_base");
+    expect(status).toBe(202);
+    expect(AdapterVersion.parse(body)).toMatchObject({
+      state: "failed",
+      error: { code: "canary_equals_base" },
+    });
     expect(registry.get(NAME, 2)?.state).toBe("failed");
     expect(CompletionResult.parse((await complete(NAME)).body).adapter?.version).toBe(1);
     const loaded = (await vllm.baseModel()).adapters.map((a) => a.id);
@@ -113,17 +127,34 @@ describe("adapter versions on a real vLLM", () => {
     expect(loaded).toEqual([`${NAME}@v3`, `${NAME}@v4`]);
     expect(CompletionResult.parse((await complete(NAME)).body).adapter?.version).toBe(4);
     expect((await complete(`${NAME}@v1`)).status).toBe(409); // retired versions are never silently replaced
+    // The same content submitted again as its version (a retried submit) is that version.
+    const again = await post(`/v1/adapters/${NAME}/versions`, { path: random[2]!, version: 4 });
+    expect(again.status).toBe(200);
+    expect(AdapterVersion.parse(again.body)).toMatchObject({ version: 4, state: "serving" });
 
     const retired = await app.request(`/v1/adapters/${NAME}/versions/3`, { method: "DELETE" });
     expect(AdapterVersion.parse(await retired.json()).state).toBe("retired");
     expect((await vllm.baseModel()).adapters.map((a) => a.id)).toEqual([`${NAME}@v4`]);
   });
 
+  it("cancels a version still loading: it never serves, and the current version goes on", async () => {
+    const submitted = await post(`/v1/adapters/${NAME}/versions`, { path: random[0]!, step: 5 });
+    expect(submitted.status).toBe(202);
+    expect(AdapterVersion.parse(submitted.body)).toMatchObject({ version: 5, state: "loading" });
+    const cancelled = await app.request(`/v1/adapters/${NAME}/versions/5`, { method: "DELETE" });
+    expect(AdapterVersion.parse(await cancelled.json())).toMatchObject({
+      state: "retired",
+      error: { code: "load_cancelled" },
+    });
+    expect((await vllm.baseModel()).adapters.map((a) => a.id)).toEqual([`${NAME}@v4`]);
+    expect(CompletionResult.parse((await complete(NAME)).body).adapter?.version).toBe(4);
+  });
+
   it("serves more current adapters than --max-loras: vLLM swaps them in per request", async () => {
     const others = ["smollm2/pi/run-b", "smollm2/pi/run-c"];
     for (const [i, name] of others.entries()) {
-      const res = await post(`/v1/adapters/${name}/versions`, { path: random[i]!, step: 1 });
-      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      const res = await loadVersion(random[i]!, 1, name);
+      expect(res.status, JSON.stringify(res.body)).toBe(202);
       expect(AdapterVersion.parse(res.body).state).toBe("serving");
     }
     expect(registry.inState("serving").length).toBeGreaterThan(settings.maxLoras);
@@ -148,7 +179,7 @@ describe("adapter versions on a real vLLM", () => {
     // vLLM's own CPU LoRA ops index a slot per token, and a base token's -1 picks the last slot:
     // with every slot holding an adapter, the base arm of an evaluation sampled an adapter.
     const other = "smollm2/pi/run-d";
-    expect((await post(`/v1/adapters/${other}/versions`, { path: random[1]!, step: 1 })).status).toBe(201);
+    expect(AdapterVersion.parse((await loadVersion(random[1]!, 1, other)).body).state).toBe("serving");
     for (const name of [NAME, other]) expect((await complete(name)).status).toBe(200); // both slots in use
     const ask = (model: string) =>
       vllm.complete({ model, prompt: "def fibonacci(n):", maxTokens: 16, temperature: 0 });
@@ -212,6 +243,7 @@ describe("adapter versions on a real vLLM", () => {
       [2, "failed"],
       [3, "retired"],
       [4, "serving"],
+      [5, "retired"],
     ]);
     await waitFor(async () => (await complete(NAME)).status === 200);
     expect(CompletionResult.parse((await complete(NAME)).body).adapter?.version).toBe(4);

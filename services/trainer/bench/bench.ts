@@ -70,11 +70,14 @@ async function reloadLatency(data: string): Promise<void> {
         body: { lora_name: `bare-${i}` },
       });
       started = performance.now();
-      const v = await callJson(`${serving}/v1/adapters/smollm2/bench/reload/versions`, {
+      const submitted = await callJson(`${serving}/v1/adapters/smollm2/bench/reload/versions`, {
         schema: AdapterVersion,
         body: { path, step: i + 1 },
-        timeoutMs: 120_000,
       });
+      const v = await callJson(
+        `${serving}/v1/adapters/smollm2/bench/reload/versions/${submitted.version}?wait=true`,
+        { schema: AdapterVersion, timeoutMs: 120_000 },
+      );
       ours.push(performance.now() - started);
       if (v.state !== "serving") throw new Error(`version ${v.version} is ${v.state}`);
     }

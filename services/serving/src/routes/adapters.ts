@@ -7,6 +7,8 @@ const part = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/);
 const NameParams = z.object({ model: part, harness: part, run: part });
 const VersionParams = NameParams.extend({ version: z.coerce.number().int().min(1) });
 const base = "/adapters/{model}/{harness}/{run}";
+/** How long a read with `?wait=true` waits for a load to end. */
+const WAIT_MS = 60_000;
 
 /** The adapter registry: versions of `<model>/<harness>/<run>`, loaded under `<name>@v<N>`. */
 export function adapterRoutes(manager: AdapterManager) {
@@ -39,29 +41,59 @@ export function adapterRoutes(manager: AdapterManager) {
       createRoute({
         method: "post",
         path: `${base}/versions`,
-        summary: "Load a new version, prove it with the canary, retire old ones by retention",
+        summary:
+          "Submit a new version: it is loaded, proven with the canary and old ones retired by retention in the background; read the version to see it end",
         request: {
           params: NameParams,
           body: { content: { "application/json": { schema: LoadAdapterRequest } }, required: true },
         },
         responses: {
-          201: jsonContent(AdapterVersion, "The version is serving"),
+          202: jsonContent(AdapterVersion, "Accepted: the version is loading (or was already submitted)"),
+          200: jsonContent(AdapterVersion, "The same content is already serving as this version"),
           400: errorContent("Invalid request"),
-          409: errorContent("Version exists, or no adapter slot is free"),
-          422: errorContent("The adapter is invalid, vLLM refused it, or it equals the base model (canary)"),
-          503: errorContent("The model server is unavailable (retryable)"),
+          409: errorContent("The version number is taken by other content"),
+          422: errorContent("The adapter is invalid"),
+        },
+      }),
+      (c) => {
+        const version = manager.submit(adapterName(c.req.valid("param")), c.req.valid("json"));
+        return version.state === "serving" ? c.json(version, 200) : c.json(version, 202);
+      },
+    )
+    .openapi(
+      createRoute({
+        method: "get",
+        path: `${base}/versions/{version}`,
+        summary:
+          "One version: `loading` until its load ends as `serving` or `failed` (the error says why: the canary, vLLM's refusal, the model server down)",
+        request: {
+          params: VersionParams,
+          query: z.object({
+            wait: z
+              .enum(["true", "false"])
+              .default("false")
+              .describe("Answer once the load has ended (60 s at most)"),
+          }),
+        },
+        responses: {
+          200: jsonContent(AdapterVersion, "The version"),
+          404: errorContent("Unknown version"),
         },
       }),
       async (c) => {
-        const version = await manager.load(adapterName(c.req.valid("param")), c.req.valid("json"));
-        return c.json(version, 201);
+        const p = c.req.valid("param");
+        const name = adapterName(p);
+        const wait = c.req.valid("query").wait === "true" ? WAIT_MS : 0;
+        const v = await manager.settled(name, p.version, wait);
+        if (!v) throw httpError(404, "adapter_not_found", `no version ${p.version} of ${name}`);
+        return c.json(v, 200);
       },
     )
     .openapi(
       createRoute({
         method: "delete",
         path: `${base}/versions/{version}`,
-        summary: "Retire (unload) a version",
+        summary: "Retire (unload) a version; a version still loading is cancelled",
         request: { params: VersionParams },
         responses: {
           200: jsonContent(AdapterVersion, "The retired version"),

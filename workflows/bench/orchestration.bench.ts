@@ -46,7 +46,7 @@ async function plainLoop(group: number): Promise<number> {
       config: TrainingRunConfig.parse({ name: "b" }).train,
       batch: results.map((r) => ({ group: r.taskId, reward: r.reward!, guardSession: "s" })),
     });
-    await a.loadAdapter({ name: "m/pi/b", version: step, path: trained.adapterPath, step });
+    await a.loadAdapter({ name: "m/pi/b", version: step, run: "b", step, hash: trained.adapterHash });
     cursor = sample.nextCursor;
   }
   return performance.now() - started;

@@ -9,7 +9,8 @@ import {
   type EvalReport,
   type ModelCall,
   type RolloutRequest,
-  RolloutResult,
+  type RolloutResult,
+  RolloutState,
   SampleResult,
   type ScoredTrajectory,
   TaskSummary,
@@ -49,7 +50,6 @@ export interface TrainStepInput {
 
 export interface TrainStepSummary {
   applied: boolean;
-  adapterPath: string;
   adapterHash: string;
   loss: number;
   replayed: boolean;
@@ -58,19 +58,6 @@ export interface TrainStepSummary {
   clipFraction: number;
   logprobDiff: number | null;
   tokens: number;
-}
-
-/**
- * Runs `work` while heartbeating every few seconds, so Temporal notices a dead worker within the
- * heartbeat timeout and retries the activity elsewhere; the details carry `progress()`.
- */
-async function withHeartbeat<T>(work: Promise<T>, progress: () => unknown = () => undefined): Promise<T> {
-  const timer = setInterval(() => heartbeat(progress()), 5_000);
-  try {
-    return await work;
-  } finally {
-    clearInterval(timer);
-  }
 }
 
 /**
@@ -214,43 +201,52 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /**
-     * One rollout, run to the end by the runner (idempotent by rollout id). When the activity is
-     * cancelled (its run or job was), the runner is told to cancel the rollout: it kills the
-     * harness and removes the sandbox, and the activity ends as cancelled.
+     * One rollout, run to the end by the runner (idempotent by rollout id): submitted, then its
+     * state read every two seconds, heartbeating. A runner that restarted and lost it is given it
+     * again. When the activity is cancelled for good (its run or job was), the runner is told to
+     * cancel the rollout: it kills the harness and removes the sandbox.
      */
     async runRollout(request: RolloutRequest): Promise<RolloutResult> {
-      const started = Date.now();
       const context = Context.current();
-      const cancel = context.cancellationSignal;
+      const info = context.info;
+      const rolloutId = request.rolloutId ?? `${info.workflowExecution?.workflowId}/${info.activityId}`;
+      const url = `${deps.runnerUrl}/v1/rollouts`;
+      const at = `${url}/${encodeURIComponent(rolloutId)}`;
       // The runner lets a later attempt's rollout go on when an earlier (timed-out) attempt cancels.
-      const attempt = attemptHeader(context.info.attempt);
-      const stopRollout = () => {
-        if (!request.rolloutId || !cancelledForGood(context)) return;
-        void callJson(`${deps.runnerUrl}/v1/rollouts/${encodeURIComponent(request.rolloutId)}`, {
-          method: "DELETE",
-          headers: attempt,
-          schema: z.unknown(),
-          timeoutMs: 30_000,
-        }).catch(() => undefined); // not in flight: nothing left to stop
+      const attempt = attemptHeader(info.attempt);
+      const down = async (err: unknown): Promise<never> => {
+        if (err instanceof ServiceError && err.code === "unreachable") await awaitBackUp(deps.runnerUrl);
+        return nonRetryable(err);
       };
-      cancel.addEventListener("abort", stopRollout, { once: true });
+      const submit = () =>
+        callJson(`${url}?wait=false`, {
+          schema: RolloutState,
+          body: { ...request, rolloutId },
+          headers: attempt,
+          timeoutMs: 60_000,
+        }).catch(down);
+      let state = await submit();
       try {
-        return await withHeartbeat(
-          callJson(`${deps.runnerUrl}/v1/rollouts`, {
-            schema: RolloutResult,
-            body: request,
-            headers: attempt,
-            timeoutMs: 6 * 3_600_000,
-          }).catch(async (err: unknown) => {
-            if (cancel.aborted) throw cancel.reason;
-            if (err instanceof ServiceError && err.code === "unreachable") await awaitBackUp(deps.runnerUrl);
-            return nonRetryable(err);
-          }),
-          () => ({ rolloutId: request.rolloutId, elapsedMs: Date.now() - started }),
-        );
-      } finally {
-        cancel.removeEventListener("abort", stopRollout);
+        while (state.state === "running") {
+          heartbeat({ rolloutId, elapsedMs: state.elapsedMs });
+          await sleep(2_000); // rejects once the activity is cancelled
+          state = await callJson(`${at}/state`, { schema: RolloutState }).catch(async (err: unknown) => {
+            if (!(err instanceof ServiceError)) throw err;
+            if (err.code === "unreachable") await awaitBackUp(deps.runnerUrl);
+            else if (err.status !== 404) return nonRetryable(err);
+            return submit(); // a runner that restarted has lost it: it runs again, under the same id
+          });
+        }
+      } catch (err) {
+        if (cancelledForGood(context))
+          await callJson(at, { method: "DELETE", headers: attempt, schema: z.unknown() }).catch(
+            () => undefined, // not in flight: nothing left to stop
+          );
+        throw err;
       }
+      if (state.state === "done") return state.result;
+      const { message, status, code, retryable } = state.error;
+      return nonRetryable(new ServiceError(`rollout ${rolloutId}: ${message}`, status, code, retryable));
     },
 
     /**
@@ -311,7 +307,6 @@ export function createActivities(deps: ActivityDeps) {
       const r = view.result;
       return {
         applied: r.applied,
-        adapterPath: r.adapterPath,
         adapterHash: r.adapterHash,
         loss: r.loss,
         replayed: r.replayed,
@@ -324,20 +319,27 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /**
-     * Loads an adapter version on the model server and proves it with the canary: submitted, then
-     * read every second, heartbeating, until it serves or failed. Cancelled, it cancels the load.
+     * Loads the adapter a training step committed on the model server and proves it with the
+     * canary. Serving gets it by reference (the trainer's URL of the step's adapter files and their
+     * content hash) and fetches it itself; then the version is read every second, heartbeating,
+     * until it serves or failed. Cancelled, the activity cancels the load.
      */
     async loadAdapter(input: {
       name: string;
       version: number;
-      path: string;
+      run: string;
       step: number;
+      hash: string;
     }): Promise<AdapterVersion> {
       const context = Context.current();
       const url = `${deps.servingUrl}/v1/adapters/${input.name}/versions`;
+      const source = {
+        url: `${deps.trainerUrl}/v1/steps/${encodeURIComponent(input.run)}/${input.step}/adapter`,
+        hash: input.hash,
+      };
       let v = await callJson(url, {
         schema: AdapterVersion,
-        body: { path: input.path, step: input.step, version: input.version },
+        body: { source, step: input.step, version: input.version },
         timeoutMs: 60_000,
       }).catch(nonRetryable);
       try {
@@ -355,8 +357,9 @@ export function createActivities(deps: ActivityDeps) {
       }
       if (v.state === "serving") return v;
       const error = v.error ?? { code: "load_failed", message: `${v.servedName} is ${v.state}` };
-      // The model server went away (or serving restarted) mid-load: the same version is loaded again.
-      if (error.code === "model_server_unavailable" || error.code === "load_interrupted")
+      // The model server or the trainer went away (or serving restarted) mid-load: the same version
+      // is loaded again.
+      if (["model_server_unavailable", "load_interrupted", "source_unavailable"].includes(error.code))
         throw new Error(`${v.servedName} did not load (${error.code}): ${error.message}`);
       throw ApplicationFailure.nonRetryable(`${v.servedName}: ${error.message}`, error.code);
     },

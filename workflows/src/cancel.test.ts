@@ -15,7 +15,7 @@ import { type DevTemporal, standInActivities, standInResult, startDevTemporal } 
  * A cancelled training run stops the work it is waiting for: the real rollout and training-step
  * activities, on a real Temporal dev server, against STAND-IN SERVICES (one HTTP test double playing
  * the runner, the guard's trajectory reads, the trainer and serving): a rollout of run `cancel-me`
- * is held open until it is cancelled; those of `cancel-step` finish at once and its step runs until
+ * runs until it is cancelled; those of `cancel-step` finish at once and its step runs until
  * cancelled; `cancel-load` trains at once (a stand-in step) and its adapter load never ends. That
  * the real runner then kills the harness and removes the sandbox, the real trainer restarts its
  * worker and real serving stops the load, is tested in services/runner, trainer and serving.
@@ -41,7 +41,8 @@ describe("a training run cancelled mid-rollout", () => {
   let runner: Server;
   const started: string[] = [];
   const cancelled: string[] = [];
-  const held = new Map<string, ServerResponse>();
+  /** Rollouts of `cancel-me` in flight, until cancelled. */
+  const held = new Set<string>();
   const stepsCancelled: string[] = [];
   const loadsCancelled: string[] = [];
   const json = (res: ServerResponse, status: number, body: unknown) =>
@@ -53,7 +54,7 @@ describe("a training run cancelled mid-rollout", () => {
       logger: { log() {}, trace() {}, debug() {}, info() {}, warn() {}, error() {} } as never,
     });
     runner = createServer((req: IncomingMessage, res: ServerResponse) => {
-      if (req.method === "POST" && req.url === "/v1/rollouts") {
+      if (req.method === "POST" && req.url === "/v1/rollouts?wait=false") {
         let body = "";
         req.on("data", (chunk) => {
           body += chunk;
@@ -66,12 +67,22 @@ describe("a training run cancelled mid-rollout", () => {
             model: string;
           };
           const id = request.rolloutId;
-          if (id.startsWith("cancel-step/") || id.startsWith("cancel-load/"))
-            return json(res, 200, standInResult(request, Number(id.endsWith("g0"))));
+          if (id.startsWith("cancel-step/") || id.startsWith("cancel-load/")) {
+            const result = standInResult(request, Number(id.endsWith("g0")));
+            return json(res, 202, { state: "done", rolloutId: id, result });
+          }
           started.push(id);
-          held.set(id, res); // answered only when cancelled
+          held.add(id); // running until cancelled
+          json(res, 202, { state: "running", rolloutId: id, elapsedMs: 0 });
         });
         return;
+      }
+      const state = /^\/v1\/rollouts\/(.+)\/state$/.exec(req.url ?? "");
+      if (state && req.method === "GET") {
+        const id = decodeURIComponent(state[1]!);
+        if (held.has(id)) return json(res, 200, { state: "running", rolloutId: id, elapsedMs: 1 });
+        const error = { status: 409, code: "rollout_cancelled", message: "cancelled", retryable: false };
+        return json(res, 200, { state: "failed", rolloutId: id, error });
       }
       if (req.method === "GET" && req.url?.startsWith("/admin/sessions/")) return json(res, 200, noCalls);
       const step = /^\/v1\/steps(?:\/([^/]+)\/(\d+))?$/.exec(req.url ?? "");
@@ -110,8 +121,6 @@ describe("a training run cancelled mid-rollout", () => {
       const id = decodeURIComponent(req.url?.replace(/^\/v1\/rollouts\//, "") ?? "");
       if (req.method === "DELETE" && held.has(id)) {
         cancelled.push(id);
-        const error = { code: "rollout_cancelled", message: `rollout ${id} was cancelled`, retryable: false };
-        held.get(id)?.writeHead(409, { "content-type": "application/json" }).end(JSON.stringify({ error }));
         held.delete(id);
         res.writeHead(202, { "content-type": "application/json" }).end(JSON.stringify({ rolloutId: id }));
         return;
@@ -141,7 +150,6 @@ describe("a training run cancelled mid-rollout", () => {
   }, 120_000);
 
   afterAll(async () => {
-    for (const res of held.values()) res.destroy();
     runner?.close();
     await temporal?.stop();
   });

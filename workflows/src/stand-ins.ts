@@ -166,7 +166,6 @@ export function standInActivities(script: StandInScript): Partial<Activities> {
       script.onTrain?.(input.batch);
       return {
         applied: script.applied(input.batch),
-        adapterPath: `/a/${input.step}`,
         adapterHash: `h${input.step}`,
         loss: 0,
         replayed: false,
@@ -183,8 +182,8 @@ export function standInActivities(script: StandInScript): Partial<Activities> {
         name: input.name,
         version: input.version,
         servedName: servedName(input.name, input.version),
-        path: input.path,
-        hash: "h",
+        path: `/a/${input.step}`,
+        hash: input.hash,
         step: input.step,
         state: "serving" as const,
         error: null,

@@ -121,3 +121,27 @@ export const RolloutResult = z.object({
   }),
 });
 export type RolloutResult = z.infer<typeof RolloutResult>;
+
+/**
+ * A submitted rollout as its poller sees it (`GET /v1/rollouts/{id}/state`): running, done with
+ * its result, or failed with the error its blocking request would have answered.
+ */
+export const RolloutState = z.discriminatedUnion("state", [
+  z.object({
+    state: z.literal("running"),
+    rolloutId: z.string(),
+    elapsedMs: z.number().int().describe("Since the runner took it (queued for a slot included)"),
+  }),
+  z.object({ state: z.literal("done"), rolloutId: z.string(), result: RolloutResult }),
+  z.object({
+    state: z.literal("failed"),
+    rolloutId: z.string(),
+    error: z.object({
+      status: z.number().int(),
+      code: z.string().describe("e.g. `rollout_cancelled`, `service_unavailable` (retryable)"),
+      message: z.string(),
+      retryable: z.boolean(),
+    }),
+  }),
+]);
+export type RolloutState = z.infer<typeof RolloutState>;

@@ -94,10 +94,31 @@ export const AdapterView = z.object({
 });
 export type AdapterView = z.infer<typeof AdapterView>;
 
-/** Load a new version of an adapter from a PEFT directory the model server can read. */
+/** Where an adapter's files are fetched from: its owner's URL and the content hash they must have. */
+export const AdapterSource = z
+  .object({
+    url: z
+      .string()
+      .url()
+      .describe(
+        "Base URL of the adapter's files: <url>/adapter_config.json and <url>/adapter_model.safetensors",
+      ),
+    hash: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/, "a sha256 in hex")
+      .describe("sha256 over the two files (each as name, NUL, bytes, NUL): the files must match it"),
+  })
+  .strict();
+export type AdapterSource = z.infer<typeof AdapterSource>;
+
+/**
+ * Load a new version of an adapter: by reference (`source`, fetched and checked against its hash:
+ * how training hands its adapters over), or from a PEFT folder on the serving host (`path`).
+ */
 export const LoadAdapterRequest = z
   .object({
-    path: z.string().min(1),
+    path: z.string().min(1).optional().describe("A PEFT folder on the serving host"),
+    source: AdapterSource.optional(),
     step: z.number().int().min(0).optional(),
     version: z
       .number()
@@ -106,7 +127,11 @@ export const LoadAdapterRequest = z
       .optional()
       .describe("Makes the load idempotent: the same version and content returns the existing record"),
   })
-  .strict();
+  .strict()
+  .refine((r) => (r.path === undefined) !== (r.source === undefined), {
+    message: "give exactly one of `path` and `source`",
+    path: ["path"],
+  });
 export type LoadAdapterRequest = z.infer<typeof LoadAdapterRequest>;
 
 /** Log-probabilities of given completion tokens after a prompt, under a model or adapter. */

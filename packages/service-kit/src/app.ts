@@ -2,10 +2,9 @@ import type { ErrorBody } from "@bridle/contracts";
 import { type Hook, OpenAPIHono } from "@hono/zod-openapi";
 import type { Env } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { requestIdOf } from "./auth.ts";
-import { httpError, issuesOf, ServiceError } from "./errors.ts";
+import { errorAnswer, httpError, issuesOf } from "./errors.ts";
 import type { Logger } from "./logger.ts";
 
 /** Per-request context every handler can read: `c.get("log")`, `c.get("requestId")`. */
@@ -82,42 +81,9 @@ export function createApp(options: AppOptions): OpenAPIHono<ServiceEnv> {
   );
   app.onError((err, c) => {
     const requestId = c.get("requestId");
-    if (err instanceof HTTPException) {
-      const cause = err.cause instanceof ServiceError ? err.cause : undefined;
-      const code = cause?.code ?? codeForStatus(err.status);
-      return c.json<ErrorBody>(
-        {
-          error: {
-            code,
-            message: err.message || code,
-            retryable: cause?.retryable ?? err.status >= 502,
-            ...(cause?.issues ? { issues: cause.issues } : {}),
-            requestId,
-          },
-        },
-        err.status as ContentfulStatusCode,
-      );
-    }
-    (c.get("log") ?? options.log).error({ err, requestId }, "unhandled error");
-    return c.json<ErrorBody>(
-      {
-        error: {
-          code: "internal",
-          message: "Internal error; see the service log",
-          retryable: true,
-          requestId,
-        },
-      },
-      500,
-    );
+    const { status, unexpected, ...error } = errorAnswer(err);
+    if (unexpected) (c.get("log") ?? options.log).error({ err, requestId }, "unhandled error");
+    return c.json<ErrorBody>({ error: { ...error, requestId } }, status as ContentfulStatusCode);
   });
   return app;
-}
-
-function codeForStatus(status: number): string {
-  if (status === 400) return "invalid_request";
-  if (status === 401) return "unauthorized";
-  if (status === 404) return "not_found";
-  if (status === 413) return "payload_too_large";
-  return status >= 500 ? "upstream_error" : "request_error";
 }

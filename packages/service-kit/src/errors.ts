@@ -54,3 +54,49 @@ export function httpError(
   );
   return new HTTPException(status, { message, cause });
 }
+
+/** An error as Bridle answers it: what the error body and status say. */
+export interface ErrorAnswer {
+  status: number;
+  code: string;
+  message: string;
+  retryable: boolean;
+  issues?: Issue[];
+  /** Not an error a route meant to raise: the caller logs it (its message is generic). */
+  unexpected: boolean;
+}
+
+/**
+ * How an error is answered: an HTTP error (`httpError`, Hono's own) by its status and ServiceError
+ * cause, anything else as an internal, retryable 500. The app's error handler renders this, and so
+ * does a service that reports a failed background job to whoever polls it.
+ */
+export function errorAnswer(err: unknown): ErrorAnswer {
+  if (err instanceof HTTPException) {
+    const cause = err.cause instanceof ServiceError ? err.cause : undefined;
+    const code = cause?.code ?? codeForStatus(err.status);
+    return {
+      status: err.status,
+      code,
+      message: err.message || code,
+      retryable: cause?.retryable ?? err.status >= 502,
+      ...(cause?.issues ? { issues: cause.issues } : {}),
+      unexpected: false,
+    };
+  }
+  return {
+    status: 500,
+    code: "internal",
+    message: "Internal error; see the service log",
+    retryable: true,
+    unexpected: true,
+  };
+}
+
+function codeForStatus(status: number): string {
+  if (status === 400) return "invalid_request";
+  if (status === 401) return "unauthorized";
+  if (status === 404) return "not_found";
+  if (status === 413) return "payload_too_large";
+  return status >= 500 ? "upstream_error" : "request_error";
+}

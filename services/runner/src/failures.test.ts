@@ -1,6 +1,6 @@
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ErrorBody, type HarnessCheck, RolloutResult, SessionView } from "@bridle/contracts";
+import { ErrorBody, type HarnessCheck, RolloutResult, RolloutState, SessionView } from "@bridle/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { harnesses } from "./harnesses/index.ts";
 import { guardAdminHeaders, startRolloutStack } from "./test-stack.ts";
@@ -235,6 +235,64 @@ describe("a rollout id runs once", () => {
     expect(await upstreamRequests()).toBe(calls);
     const stored = await stack.app.request("/v1/rollouts/once");
     expect(RolloutResult.parse(await stored.json())).toEqual(first);
+  });
+});
+
+describe("a submitted rollout (?wait=false), polled to its end", () => {
+  const submit = (body: Record<string, unknown>) =>
+    stack.app.request("/v1/rollouts?wait=false", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ taskId: TASK, harness: "pi", model: "scripted-model", ...body }),
+    });
+  const state = async (id: string) => {
+    const res = await stack.app.request(`/v1/rollouts/${id}/state`);
+    return { status: res.status, body: res.status === 200 ? RolloutState.parse(await res.json()) : null };
+  };
+  const settled = async (id: string) => {
+    for (const deadline = Date.now() + 120_000; Date.now() < deadline; ) {
+      const now = await state(id);
+      if (now.body?.state !== "running") return now;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    throw new Error(`rollout ${id} still running`);
+  };
+
+  it("answers at once, then its state: running, then done with the result, which is stored", async () => {
+    await stack.script(solved);
+    const res = await submit({ rolloutId: "submitted", agentTimeoutSec: 120 });
+    expect(res.status).toBe(202);
+    expect(RolloutState.parse(await res.json())).toMatchObject({ state: "running", rolloutId: "submitted" });
+    const done = await settled("submitted");
+    expect(done.body).toMatchObject({
+      state: "done",
+      result: { rolloutId: "submitted", environmentFailure: null },
+    });
+    // Submitted again, the stored result answers at once.
+    expect(RolloutState.parse(await (await submit({ rolloutId: "submitted" })).json()).state).toBe("done");
+    expect((await stack.app.request("/v1/rollouts/submitted")).status).toBe(200);
+  });
+
+  it("a cancelled one ends failed with rollout_cancelled; an unknown id is a 404; an id is required", async () => {
+    await stack.script([{ text: "thinking very slowly ".repeat(8), chunk_chars: 4, delay_ms: 60_000 }]);
+    const before = await upstreamRequests();
+    expect((await submit({ rolloutId: "submitted-cancel", agentTimeoutSec: 300 })).status).toBe(202);
+    for (
+      const deadline = Date.now() + 120_000;
+      (await upstreamRequests()) === before && Date.now() < deadline;
+    )
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    expect((await state("submitted-cancel")).body?.state).toBe("running");
+    const cancel = await stack.app.request("/v1/rollouts/submitted-cancel", { method: "DELETE" });
+    expect(cancel.status).toBe(202);
+    expect((await settled("submitted-cancel")).body).toMatchObject({
+      state: "failed",
+      error: { status: 409, code: "rollout_cancelled", retryable: false },
+    });
+    expect((await state("no-such-rollout")).status).toBe(404);
+    const anonymous = await submit({});
+    expect(anonymous.status).toBe(400);
+    expect(ErrorBody.parse(await anonymous.json()).error.issues?.[0]?.path).toBe("body.rolloutId");
   });
 });
 

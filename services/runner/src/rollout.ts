@@ -103,6 +103,7 @@ export async function runRollout(
     );
   }
   const log = deps.log.child({ rolloutId, taskId: request.taskId, harness: adapter.name });
+  log.info({ model: request.model, capture: request.capture }, "rollout started");
   const started = performance.now();
   const task = await agentTask(deps, request.taskId).catch((err: unknown) => {
     if (err instanceof ServiceError && err.status === 404)

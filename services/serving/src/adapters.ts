@@ -1,5 +1,10 @@
+import { randomUUID } from "node:crypto";
+import { existsSync } from "node:fs";
+import { mkdir, rename, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import {
   AdapterName,
+  type AdapterSource,
   type AdapterVersion,
   type AdapterView,
   type LoadAdapterRequest,
@@ -16,7 +21,14 @@ export interface AdapterSettings {
   maxLoraRank: number;
   keepVersions: number;
   monitorMs: number;
+  /** Where adapters loaded by reference are kept, one folder per content hash. */
+  filesDir: string;
 }
+
+/** The files of a PEFT adapter, as its owner serves them under the source URL. */
+const ADAPTER_FILES = ["adapter_config.json", "adapter_model.safetensors"] as const;
+/** How long fetching one adapter file may take. */
+const FETCH_TIMEOUT_MS = 300_000;
 
 type Health = "starting" | "up" | "down" | "reloading";
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
@@ -101,12 +113,21 @@ export class AdapterManager {
    * serving or loading is answered as it is, a failed one is loaded again (a retried load).
    */
   submit(name: string, request: LoadAdapterRequest): AdapterVersion {
+    const { source } = request;
     let hash: string;
-    try {
-      hash = inspectAdapter(request.path, this.settings.maxLoraRank).hash;
-    } catch (err) {
-      if (err instanceof InvalidAdapterError) throw httpError(422, "invalid_adapter", err.message);
-      throw err;
+    let path: string;
+    if (source) {
+      // Fetched when its turn comes, into a folder named by the hash the files must have.
+      hash = source.hash;
+      path = join(this.settings.filesDir, hash);
+    } else {
+      path = request.path!;
+      try {
+        hash = inspectAdapter(path, this.settings.maxLoraRank).hash;
+      } catch (err) {
+        if (err instanceof InvalidAdapterError) throw httpError(422, "invalid_adapter", err.message);
+        throw err;
+      }
     }
     const existing = request.version === undefined ? undefined : this.registry.get(name, request.version);
     if (existing?.hash === hash && (existing.state === "serving" || existing.state === "loading"))
@@ -127,11 +148,11 @@ export class AdapterManager {
       : this.registry.insert({
           name,
           version: request.version ?? this.registry.nextVersion(name),
-          path: request.path,
+          path,
           hash,
           step: request.step ?? null,
         });
-    const load = this.exclusive(() => this.finishLoad(record));
+    const load = this.exclusive(() => this.finishLoad(record, source));
     this.loads.set(record.servedName, load);
     void load.finally(() => this.loads.delete(record.servedName));
     return record;
@@ -154,7 +175,7 @@ export class AdapterManager {
   }
 
   /** A queued load's work: room, load, canary, retention; a cancelled load stops where it is. */
-  private async finishLoad(record: AdapterVersion): Promise<AdapterVersion> {
+  private async finishLoad(record: AdapterVersion, source?: AdapterSource): Promise<AdapterVersion> {
     const log = this.log.child({ adapter: record.servedName });
     const cancelled = () => {
       if (!this.cancelled.delete(record.servedName)) return undefined;
@@ -165,6 +186,13 @@ export class AdapterManager {
     };
     const early = cancelled();
     if (early) return early;
+    if (source) {
+      const failure = await this.fetchFiles(record.path, source);
+      if (failure) {
+        log.warn({ error: failure, source: source.url }, "adapter files not fetched");
+        return this.registry.setState(record.name, record.version, "failed", { error: failure });
+      }
+    }
     try {
       this.requireUp();
       await this.freeSlot();
@@ -186,6 +214,51 @@ export class AdapterManager {
     log.info({ hash: proven.hash, canaryDelta: proven.canaryDelta }, "adapter version serving");
     await this.applyRetention(record.name);
     return this.registry.get(record.name, record.version)!;
+  }
+
+  /**
+   * Fetches an adapter's files from its source into `dir` unless they are there already, and checks
+   * them: a servable adapter whose content hash is the source's. Returns why not, or undefined.
+   */
+  private async fetchFiles(
+    dir: string,
+    source: AdapterSource,
+  ): Promise<{ code: string; message: string } | undefined> {
+    const check = (at: string) => {
+      try {
+        const { hash } = inspectAdapter(at, this.settings.maxLoraRank);
+        return hash === source.hash
+          ? undefined
+          : {
+              code: "content_mismatch",
+              message: `the files at ${source.url} hash to ${hash}, not ${source.hash}`,
+            };
+      } catch (err) {
+        if (err instanceof InvalidAdapterError) return { code: "invalid_adapter", message: err.message };
+        throw err;
+      }
+    };
+    if (existsSync(dir) && !check(dir)) return undefined;
+    const part = `${dir}.part-${randomUUID().slice(0, 8)}`;
+    try {
+      await mkdir(part, { recursive: true });
+      for (const file of ADAPTER_FILES) {
+        const res = await fetch(`${source.url}/${file}`, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
+        if (!res.ok) throw new Error(`${source.url}/${file} answered ${res.status}`);
+        await writeFile(join(part, file), Buffer.from(await res.arrayBuffer()));
+      }
+    } catch (err) {
+      await rm(part, { recursive: true, force: true });
+      return { code: "source_unavailable", message: `cannot fetch the adapter: ${message(err)}` };
+    }
+    const wrong = check(part);
+    if (wrong) {
+      await rm(part, { recursive: true, force: true });
+      return wrong;
+    }
+    await rm(dir, { recursive: true, force: true });
+    await rename(part, dir);
+    return undefined;
   }
 
   /** Loads a version into vLLM and runs the canary; records the outcome (serving or failed). */

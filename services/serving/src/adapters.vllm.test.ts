@@ -1,9 +1,12 @@
-import { cpSync, mkdtempSync, rmSync, truncateSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, truncateSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AdapterVersion, CompletionResult } from "@bridle/contracts";
 import { createLogger } from "@bridle/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { inspectAdapter } from "./adapter-files.ts";
 import { AdapterManager, type AdapterSettings } from "./adapters.ts";
 import { createServingApp } from "./app.ts";
 import { AdapterRegistry } from "./registry.ts";
@@ -12,9 +15,15 @@ import { VllmClient } from "./vllm.ts";
 
 // A real vLLM (CPU) on the embedded model, started as the stack starts it, with two adapter slots.
 const VLLM_PORT = 19681;
-const settings: AdapterSettings = { maxLoras: 2, maxLoraRank: 16, keepVersions: 2, monitorMs: 300 };
 const NAME = "smollm2/pi/run-a";
 const root = mkdtempSync(join(tmpdir(), "bridle-serving-"));
+const settings: AdapterSettings = {
+  maxLoras: 2,
+  maxLoraRank: 16,
+  keepVersions: 2,
+  monitorMs: 300,
+  filesDir: join(root, "fetched"),
+};
 const log = createLogger("serving-test", "silent");
 let vllmProcess: VllmProcess;
 let vllm: VllmClient;
@@ -116,6 +125,43 @@ describe("adapter versions on a real vLLM", () => {
     });
     expect((await loadVersion(join(root, "missing"))).status).toBe(422);
     expect(CompletionResult.parse((await complete(NAME)).body).adapter?.version).toBe(1);
+  });
+
+  it("loads a version by reference: fetched from its owner, checked against its hash", async () => {
+    // A STAND-IN for the trainer's adapter route (GET /v1/steps/{run}/{step}/adapter/{file}): a
+    // plain file server over one adapter folder. The real route is used end to end in test/.
+    const owner = createServer((req, res) => {
+      const file = (req.url ?? "").split("/").pop() ?? "";
+      if (!["adapter_config.json", "adapter_model.safetensors"].includes(file))
+        return res.writeHead(404).end();
+      res.writeHead(200).end(readFileSync(join(random[1]!, file)));
+    });
+    await new Promise<void>((resolve) => owner.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(owner.address() as AddressInfo).port}/files`;
+    const ref = "smollm2/pi/run-ref";
+    const byRef = (source: { url: string; hash: string }, version: number) =>
+      post(`/v1/adapters/${ref}/versions`, { source, step: version, version }).then(async (submitted) => {
+        expect(submitted.status, JSON.stringify(submitted.body)).toBe(202);
+        const read = await app.request(`/v1/adapters/${ref}/versions/${version}?wait=true`);
+        return AdapterVersion.parse(await read.json());
+      });
+    try {
+      const { hash } = inspectAdapter(random[1]!, settings.maxLoraRank);
+      const other = inspectAdapter(random[2]!, settings.maxLoraRank).hash;
+      const wrong = await byRef({ url, hash: other }, 1);
+      expect(wrong).toMatchObject({ state: "failed", error: { code: "content_mismatch" } });
+      const gone = await byRef({ url: "http://127.0.0.1:9/files", hash }, 2);
+      expect(gone).toMatchObject({ state: "failed", error: { code: "source_unavailable" } });
+      const v3 = await byRef({ url, hash }, 3);
+      expect(v3).toMatchObject({ state: "serving", hash, path: join(settings.filesDir, hash) });
+      expect(CompletionResult.parse((await complete(ref)).body).adapter).toMatchObject({ version: 3, hash });
+      expect(
+        (await post(`/v1/adapters/${ref}/versions`, { path: random[1]!, source: { url, hash } })).status,
+      ).toBe(400);
+    } finally {
+      owner.close();
+      await app.request(`/v1/adapters/${ref}/versions/3`, { method: "DELETE" });
+    }
   });
 
   it("keeps versions within --max-loras by retention, and retires on request", async () => {

@@ -12,8 +12,15 @@ import { VllmClient } from "./vllm.ts";
 // Port 1 has no model server: the real "model server down" path, not a stand-in.
 const log = createLogger("serving", "silent");
 const vllm = new VllmClient("http://127.0.0.1:1", 2_000);
-const registry = new AdapterRegistry(mkdtempSync(join(tmpdir(), "bridle-serving-test-")));
-const limits = { maxLoras: 2, maxLoraRank: 16, keepVersions: 2, monitorMs: 60_000 };
+const dir = mkdtempSync(join(tmpdir(), "bridle-serving-test-"));
+const registry = new AdapterRegistry(dir);
+const limits = {
+  maxLoras: 2,
+  maxLoraRank: 16,
+  keepVersions: 2,
+  monitorMs: 60_000,
+  filesDir: join(dir, "adapters"),
+};
 const app = createServingApp({ log, vllm, adapters: new AdapterManager(registry, vllm, limits, log) });
 
 describe("serving API contract", () => {

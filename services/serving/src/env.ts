@@ -10,7 +10,7 @@ export const ServingEnv = BaseEnv.extend({
     .string()
     .min(1)
     .default(join(repoRoot, ".bridle", "data", "serving"))
-    .describe("Holds the adapter registry (SQLite)"),
+    .describe("Holds the adapter registry (SQLite) and the adapters fetched by reference"),
   SERVING_MAX_LORAS: z.coerce
     .number()
     .int()

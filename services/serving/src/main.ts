@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import { createLogger, orExit, serveApp } from "@bridle/service-kit";
 import { AdapterManager } from "./adapters.ts";
 import { createServingApp } from "./app.ts";
@@ -17,6 +18,7 @@ const adapters = new AdapterManager(
     maxLoraRank: env.SERVING_MAX_LORA_RANK,
     keepVersions: env.SERVING_KEEP_VERSIONS,
     monitorMs: env.SERVING_MONITOR_MS,
+    filesDir: join(env.SERVING_DATA_DIR, "adapters"),
   },
   log,
 );

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { rmSync } from "node:fs";
 import type { TrainStepView } from "@bridle/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -84,6 +85,20 @@ describe("exactly once per (run, step)", () => {
     const reference = (await pollStep(t.app, "clean", 1)) as Done;
     expect(reference.result.optimizerSteps).toBe(iterations);
     expect(reference.result.clipFraction).toBeLessThan(1); // gradients flowed: the step changed the adapter
+
+    // Its adapter, handed over by reference: the files under the step's URL hash to its adapterHash.
+    const digest = createHash("sha256");
+    for (const file of ["adapter_config.json", "adapter_model.safetensors"]) {
+      const res = await t.app.request(`/v1/steps/clean/1/adapter/${file}`);
+      expect(res.status).toBe(200);
+      digest
+        .update(`${file}\0`)
+        .update(Buffer.from(await res.arrayBuffer()))
+        .update("\0");
+    }
+    expect(digest.digest("hex")).toBe(reference.result.adapterHash);
+    expect((await t.app.request("/v1/steps/clean/2/adapter/adapter_config.json")).status).toBe(404);
+    expect((await t.app.request("/v1/steps/clean/1/adapter/..%2Fresult.json")).status).toBe(400);
 
     expect((await postStep(t.app, pairBatch("crash", 1, [1, 0], iterations))).status).toBe(202);
     await pollStep(t.app, "crash", 1, (v) => v.state === "running" && v.progress.phase === "train");

@@ -180,8 +180,9 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
       const version = await loadAdapter({
         name: state.adapter,
         version: state.adapterVersion + 1,
-        path: trained.adapterPath,
+        run: config.name,
         step: number,
+        hash: trained.adapterHash,
       });
       state.adapterVersion = version.version;
       state.servedName = version.servedName;

@@ -1,12 +1,14 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { HarnessCheck, RolloutRequest, RolloutResult } from "@bridle/contracts";
+import { HarnessCheck, RolloutRequest, RolloutResult, RolloutState } from "@bridle/contracts";
 import {
   ATTEMPT_HEADER,
   attemptOf,
   createRouter,
+  errorAnswer,
   errorContent,
   httpError,
+  type Logger,
   Semaphore,
 } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
@@ -14,14 +16,22 @@ import { harnesses } from "../harnesses/index.ts";
 import type { HarnessAdapter } from "../harnesses/types.ts";
 import { RolloutCancelled, type RolloutDeps, resultPath, runRollout } from "../rollout.ts";
 
-/** Bounds concurrent rollouts, runs a rollout id at most once at a time, and cancels one on request. */
+/** What a submitted rollout that failed answers its poller; kept for the last few hundred. */
+type Failed = Extract<RolloutState, { state: "failed" }>;
+const FAILURES_KEPT = 500;
+
+/**
+ * Bounds concurrent rollouts, runs a rollout id at most once at a time, cancels one on request, and
+ * remembers how submitted ones failed (a finished one's result is stored on disk).
+ */
 class Scheduler {
   private readonly limiter: Semaphore;
   /** Each rollout in flight, with the latest activity attempt that waits for it. */
   private readonly inFlight = new Map<
     string,
-    { result: Promise<RolloutResult>; stop: AbortController; attempt: number }
+    { result: Promise<RolloutResult>; stop: AbortController; attempt: number; startedAt: number }
   >();
+  private readonly failures = new Map<string, Failed>();
 
   constructor(limit: number) {
     this.limiter = new Semaphore(limit);
@@ -43,8 +53,34 @@ class Scheduler {
       .finally(() => {
         if (id) this.inFlight.delete(id);
       });
-    if (id) this.inFlight.set(id, { result, stop, attempt });
+    if (id) {
+      this.failures.delete(id);
+      this.inFlight.set(id, { result, stop, attempt, startedAt: Date.now() });
+    }
     return result;
+  }
+
+  /** Starts a rollout (or joins the one in flight) without waiting; its state says how it went. */
+  submit(id: string, attempt: number, work: (signal: AbortSignal) => Promise<RolloutResult>, log: Logger) {
+    this.run(id, attempt, work).catch((err: unknown) => {
+      const {
+        unexpected,
+        issues: _issues,
+        ...error
+      } = errorAnswer(
+        err instanceof RolloutCancelled ? httpError(409, "rollout_cancelled", err.message) : err,
+      );
+      if (unexpected) log.error({ err, rolloutId: id }, "rollout failed");
+      this.failures.set(id, { state: "failed", rolloutId: id, error });
+      if (this.failures.size > FAILURES_KEPT) this.failures.delete(this.failures.keys().next().value!);
+    });
+  }
+
+  /** A rollout running or failed here; undefined otherwise (finished ones are read from disk). */
+  state(id: string): RolloutState | undefined {
+    const running = this.inFlight.get(id);
+    if (running) return { state: "running", rolloutId: id, elapsedMs: Date.now() - running.startedAt };
+    return this.failures.get(id);
   }
 
   /**
@@ -80,15 +116,38 @@ function storedCheck(deps: RolloutDeps, harness: HarnessAdapter): HarnessCheck |
 
 export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
   const scheduler = new Scheduler(maxConcurrent);
+  /** A finished rollout's stored result, as a state. */
+  const stored = (id: string): Extract<RolloutState, { state: "done" }> | undefined => {
+    const file = resultPath(deps.dataDir, id);
+    if (!existsSync(file)) return undefined;
+    return {
+      state: "done",
+      rolloutId: id,
+      result: RolloutResult.parse(JSON.parse(readFileSync(file, "utf8"))),
+    };
+  };
   return createRouter()
     .openapi(
       createRoute({
         method: "post",
         path: "/",
-        summary: "Run one rollout to the end and return its result (idempotent by rolloutId)",
-        request: { body: { content: { "application/json": { schema: RolloutRequest } }, required: true } },
+        summary:
+          "Run one rollout to the end and return its result (idempotent by rolloutId); with ?wait=false, submit it and poll GET /{id}/state",
+        request: {
+          body: { content: { "application/json": { schema: RolloutRequest } }, required: true },
+          query: z.object({
+            wait: z
+              .enum(["true", "false"])
+              .default("true")
+              .describe("false: answer at once (202) with the rollout's state; needs a rolloutId"),
+          }),
+        },
         responses: {
           200: { description: "Result", content: { "application/json": { schema: RolloutResult } } },
+          202: {
+            description: "Submitted (?wait=false): its state, running or already done",
+            content: { "application/json": { schema: RolloutState } },
+          },
           400: errorContent("Invalid request"),
           404: errorContent("Unknown task"),
           409: errorContent(
@@ -116,14 +175,26 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
             `${harness.name} ${harness.version} failed its conformance check of ${check.checkedAt} (${failed.map((p) => `${p.name}: ${p.detail}`).join("; ")}): training refuses it until 'bridle harness check ${harness.name}' passes`,
           );
         }
-        const result = await scheduler
-          .run(request.rolloutId, attemptOf(c.req.header(ATTEMPT_HEADER), 0), (signal) =>
-            runRollout(deps, request, signal),
-          )
-          .catch((err: unknown) => {
-            if (err instanceof RolloutCancelled) throw httpError(409, "rollout_cancelled", err.message);
-            throw err;
-          });
+        const attempt = attemptOf(c.req.header(ATTEMPT_HEADER), 0);
+        const work = (signal: AbortSignal) => runRollout(deps, request, signal);
+        if (c.req.valid("query").wait === "false") {
+          const id = request.rolloutId;
+          if (!id)
+            throw httpError(400, "invalid_request", "a submitted rollout (?wait=false) needs a rolloutId", {
+              issues: [{ path: "body.rolloutId", message: "required with ?wait=false" }],
+            });
+          const done = stored(id);
+          if (done) return c.json(done, 202);
+          scheduler.submit(id, attempt, work, c.get("log"));
+          return c.json(
+            scheduler.state(id) ?? { state: "running" as const, rolloutId: id, elapsedMs: 0 },
+            202,
+          );
+        }
+        const result = await scheduler.run(request.rolloutId, attempt, work).catch((err: unknown) => {
+          if (err instanceof RolloutCancelled) throw httpError(409, "rollout_cancelled", err.message);
+          throw err;
+        });
         return c.json(result, 200);
       },
     )
@@ -171,9 +242,27 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
         },
       }),
       (c) => {
-        const file = resultPath(deps.dataDir, c.req.valid("param").id);
-        if (!existsSync(file)) throw httpError(404, "not_found", "no finished rollout with this id");
-        return c.json(RolloutResult.parse(JSON.parse(readFileSync(file, "utf8"))), 200);
+        const done = stored(c.req.valid("param").id);
+        if (!done) throw httpError(404, "not_found", "no finished rollout with this id");
+        return c.json(done.result, 200);
+      },
+    )
+    .openapi(
+      createRoute({
+        method: "get",
+        path: "/{id}/state",
+        summary: "A submitted rollout's state: running, done with its result, or failed with its error",
+        request: { params: z.object({ id: z.string().min(1).max(120) }) },
+        responses: {
+          200: { description: "State", content: { "application/json": { schema: RolloutState } } },
+          404: errorContent("Not running, not finished and no failure remembered: submit it again"),
+        },
+      }),
+      (c) => {
+        const { id } = c.req.valid("param");
+        const state = scheduler.state(id) ?? stored(id);
+        if (!state) throw httpError(404, "not_found", `no rollout '${id}' is running or finished here`);
+        return c.json(state, 200);
       },
     )
     .get("/harnesses/list", (c) =>

@@ -1,3 +1,5 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { ErrorBody, type Issue, RunId, TrainStepRequest, TrainStepView } from "@bridle/contracts";
 import { ATTEMPT_HEADER, attemptOf, createRouter, httpError } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
@@ -62,6 +64,9 @@ const requireJson: MiddlewareHandler = async (c, next) => {
   return next();
 };
 
+/** The files of a PEFT adapter that serving needs. */
+const ADAPTER_FILES = ["adapter_config.json", "adapter_model.safetensors"] as const;
+
 export function stepRoutes(steps: TrainingSteps, worker: TrainerWorker) {
   const Params = z.object({ run: RunId, step: z.coerce.number().int().min(1) });
   const router = createRouter();
@@ -102,6 +107,32 @@ export function stepRoutes(steps: TrainingSteps, worker: TrainerWorker) {
         if (!view)
           throw httpError(404, "step_not_found", `step ${step} of run ${run} was never submitted here`);
         return c.json(view, 200);
+      },
+    )
+    .openapi(
+      createRoute({
+        method: "get",
+        path: "/steps/{run}/{step}/adapter/{file}",
+        summary:
+          "A committed step's adapter files: serving fetches them by reference and checks them against the step's adapterHash",
+        request: { params: Params.extend({ file: z.enum(ADAPTER_FILES) }) },
+        responses: {
+          200: {
+            description: "The file's bytes",
+            content: { "application/octet-stream": { schema: z.string().openapi({ format: "binary" }) } },
+          },
+          404: error("The step has not completed, or its adapter is gone"),
+        },
+      }),
+      async (c) => {
+        const { run, step, file } = c.req.valid("param");
+        const result = steps.committed(run, step);
+        if (!result)
+          throw httpError(404, "step_not_found", `step ${step} of run ${run} has not completed here`);
+        const bytes = await readFile(join(result.adapterPath, file)).catch(() => {
+          throw httpError(404, "adapter_gone", `the adapter of step ${step} of run ${run} has no ${file}`);
+        });
+        return c.body(bytes, 200, { "content-type": "application/octet-stream" });
       },
     )
     .openapi(

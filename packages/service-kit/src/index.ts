@@ -9,5 +9,6 @@ export * from "./limit.ts";
 export * from "./logger.ts";
 export * from "./openapi.ts";
 export * from "./paths.ts";
+export * from "./restart.ts";
 export * from "./serve.ts";
 export * from "./stack-mark.ts";

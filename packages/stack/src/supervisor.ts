@@ -1,7 +1,7 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { promisify } from "node:util";
-import type { Logger } from "@bridle/service-kit";
+import { type Logger, RestartPolicy } from "@bridle/service-kit";
 import { type Component, lowerPriority } from "./components.ts";
 import type { StackConfig } from "./config.ts";
 import {
@@ -25,6 +25,8 @@ const execFileAsync = promisify(execFile);
  */
 export class Supervisor {
   private readonly children = new Map<string, ChildProcess>();
+  /** Per component: 1 s after a death, doubling up to 30 s while its restarts fail. */
+  private readonly restartPolicies = new Map<string, RestartPolicy>();
   private readonly state: StackState;
   private stopping = false;
 
@@ -168,18 +170,26 @@ export class Supervisor {
         "processes of the dead component survive SIGKILL",
       );
     }
-    for (let attempt = 0; !this.stopping; attempt++) {
+    let policy = this.restartPolicies.get(component.name);
+    if (!policy) {
+      policy = new RestartPolicy({ initialMs: 1_000, maxMs: 30_000 });
+      this.restartPolicies.set(component.name, policy);
+    }
+    let delay = policy.died(false) ?? 0;
+    while (!this.stopping) {
       const restarts = this.entry(component.name).restarts + 1;
       this.update(component.name, { status: "restarting", restarts });
-      await sleep(Math.min(30_000, 1_000 * 2 ** Math.min(attempt, 5)));
+      await sleep(delay);
       if (this.stopping) return;
       const next = this.spawn(component);
       if (await this.waitHealthy(component, next)) {
+        policy.up();
         this.update(component.name, { status: "healthy" });
         this.log.info({ component: component.name, pid: next.pid, restarts }, "restarted");
         return;
       }
       if (next.pid) await stopProcess(next.pid, 2_000); // its whole group, waited for
+      delay = policy.died(true) ?? 0;
     }
   }
 

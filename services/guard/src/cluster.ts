@@ -1,6 +1,6 @@
 import cluster, { type Worker } from "node:cluster";
 import type { CaptureRecord, Session, SessionRegistration } from "@bridle/contracts";
-import type { Logger } from "@bridle/service-kit";
+import { type Logger, RestartPolicy } from "@bridle/service-kit";
 import { CaptureStore, END_WAIT_MS, type GuardStore, serializeRecord } from "./capture.ts";
 import { CallsInFlight } from "./in-flight.ts";
 
@@ -56,7 +56,8 @@ export async function runPrimary(options: { workers: number; dataDir: string; lo
   const store = await CaptureStore.open(options.dataDir, log, { workers: options.workers });
 
   const listened = new Set<number>();
-  const restarts: number[] = [];
+  // A worker is replaced at once; deaths faster than MAX_RESTARTS_PER_MINUTE are a crash loop.
+  const restarts = new RestartPolicy({ initialMs: 0, maxMs: 0, maxPerMinute: MAX_RESTARTS_PER_MINUTE });
   const barriers = new Map<number, { left: Set<number>; finish: () => void }>();
   let barrierSeq = 0;
   let stopping = false;
@@ -179,11 +180,8 @@ export async function runPrimary(options: { workers: number; dataDir: string; lo
       log.fatal({ worker: worker.id, code, signal }, "a guard worker exited before it could serve; stopping");
       return void shutdown(1);
     }
-    const now = Date.now();
-    restarts.push(now);
-    while (restarts.length > 0 && restarts[0]! < now - 60_000) restarts.shift();
-    if (restarts.length > MAX_RESTARTS_PER_MINUTE) {
-      log.fatal({ restarts: restarts.length }, "guard workers keep dying; stopping");
+    if (restarts.died(false) === null) {
+      log.fatal({ restarts: restarts.recentDeaths }, "guard workers keep dying; stopping");
       return void shutdown(1);
     }
     log.error({ worker: worker.id, code, signal }, "a guard worker died; starting another");

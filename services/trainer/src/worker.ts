@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import type { StepProgress, TrainerWorkerInfo } from "@bridle/contracts";
-import { type Logger, repoRoot, ServiceError, stackMarkEnv } from "@bridle/service-kit";
+import { type Logger, RestartPolicy, repoRoot, ServiceError, stackMarkEnv } from "@bridle/service-kit";
 
 export interface WorkerOptions {
   python: string;
@@ -42,8 +42,8 @@ export class TrainerWorker {
   private readyWaiters: (() => void)[] = [];
   private counter = 0;
   private stderrTail: string[] = [];
-  /** Grows while the worker dies before it is ready (a bad model path), so it cannot spin. */
-  private backoffMs: number;
+  /** The wait grows while the worker dies before it is ready (a bad model path), so it cannot spin. */
+  private readonly restartPolicy: RestartPolicy;
   readonly info: TrainerWorkerInfo & { maxTokens: number | null } = {
     state: "stopped",
     pid: null,
@@ -54,7 +54,7 @@ export class TrainerWorker {
   };
 
   constructor(private readonly options: WorkerOptions) {
-    this.backoffMs = options.restartDelayMs;
+    this.restartPolicy = new RestartPolicy({ initialMs: options.restartDelayMs, maxMs: 60_000 });
   }
 
   start(): void {
@@ -164,7 +164,7 @@ export class TrainerWorker {
         maxTokens: event.maxTokens,
       });
       this.options.log.info({ device: event.device, pid: this.info.pid }, "trainer worker ready");
-      this.backoffMs = this.options.restartDelayMs;
+      this.restartPolicy.up();
       for (const waiter of this.readyWaiters.splice(0)) waiter();
       return;
     }
@@ -216,8 +216,7 @@ export class TrainerWorker {
     const diedStarting = this.info.state === "starting" || this.info.state === "restarting";
     this.info.state = "restarting";
     this.info.restarts += 1;
-    const delay = this.backoffMs;
-    if (diedStarting) this.backoffMs = Math.min(Math.max(delay * 2, 1_000), 60_000);
+    const delay = this.restartPolicy.died(diedStarting) ?? 0;
     const stderr = this.stderrTail.slice(-5);
     this.options.log.error({ code, signal, delay, stderr }, "trainer worker died; restarting");
     setTimeout(() => this.start(), delay).unref();

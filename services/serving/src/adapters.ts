@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { existsSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { mkdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
@@ -180,9 +180,7 @@ export class AdapterManager {
     const cancelled = () => {
       if (!this.cancelled.delete(record.servedName)) return undefined;
       log.info({}, "adapter load cancelled");
-      return this.registry.setState(record.name, record.version, "retired", {
-        error: { code: "load_cancelled", message: "cancelled before it served" },
-      });
+      return this.markRetired(record, { code: "load_cancelled", message: "cancelled before it served" });
     };
     const early = cancelled();
     if (early) return early;
@@ -302,8 +300,22 @@ export class AdapterManager {
       if (v.state !== "serving") return v;
       await this.unload(v.servedName);
       this.log.info({ adapter: v.servedName }, "adapter version retired");
-      return this.registry.setState(name, version, "retired");
+      return this.markRetired(v);
     });
+  }
+
+  /**
+   * Marks a version retired (it never serves again). A copy fetched by reference that no serving or
+   * loading version still uses is deleted: the trainer keeps the original.
+   */
+  private markRetired(v: AdapterVersion, error?: { code: string; message: string }): AdapterVersion {
+    const retired = this.registry.setState(v.name, v.version, "retired", error ? { error } : {});
+    const inUse = [...this.registry.inState("serving"), ...this.registry.inState("loading")].some(
+      (other) => other.path === v.path,
+    );
+    if (!inUse && v.path.startsWith(`${this.settings.filesDir}/`))
+      rmSync(v.path, { recursive: true, force: true });
+    return retired;
   }
 
   private async unload(served: string): Promise<void> {
@@ -333,7 +345,7 @@ export class AdapterManager {
         return;
       }
       await this.unload(victim.servedName);
-      this.registry.setState(victim.name, victim.version, "retired");
+      this.markRetired(victim);
       this.log.info({ adapter: victim.servedName }, "retired to free an adapter slot");
       serving = this.registry.inState("serving");
     }
@@ -343,7 +355,7 @@ export class AdapterManager {
     const serving = this.registry.versions(name).filter((v) => v.state === "serving");
     for (const v of serving.slice(0, Math.max(0, serving.length - this.settings.keepVersions))) {
       await this.unload(v.servedName);
-      this.registry.setState(v.name, v.version, "retired");
+      this.markRetired(v);
       this.log.info({ adapter: v.servedName }, "retired by retention");
     }
   }

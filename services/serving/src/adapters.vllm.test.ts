@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync, readFileSync, rmSync, truncateSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, truncateSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -158,6 +158,9 @@ describe("adapter versions on a real vLLM", () => {
       expect(
         (await post(`/v1/adapters/${ref}/versions`, { path: random[1]!, source: { url, hash } })).status,
       ).toBe(400);
+      // Retired, the copy goes (the trainer keeps the original).
+      expect((await app.request(`/v1/adapters/${ref}/versions/3`, { method: "DELETE" })).status).toBe(200);
+      expect(existsSync(join(settings.filesDir, hash))).toBe(false);
     } finally {
       owner.close();
       await app.request(`/v1/adapters/${ref}/versions/3`, { method: "DELETE" });

@@ -61,6 +61,14 @@ export interface TrainStepSummary {
 }
 
 /**
+ * The longest a worker holds back an activity's heartbeat. Temporal tells an activity it was
+ * cancelled in the answer to a heartbeat, and by default throttles heartbeats to 0.8 times the
+ * heartbeat timeout (24 s here): capped at 5 s, a cancelled run stops its rollouts, step or adapter
+ * load within about 5 s. Every worker that runs these activities sets it.
+ */
+export const HEARTBEAT_THROTTLE_MAX = "5 seconds";
+
+/**
  * After a service dropped a call (it died mid-request), waits, heartbeating, until it answers its
  * health check again (the stack restarts it), so that the retry goes to the new one and a rollout is
  * retried once rather than spending attempts on a restart. Gives up after `ms` and lets it retry.

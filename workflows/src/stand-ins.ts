@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { type RolloutRequest, type RolloutResult, servedName, TaskQueues } from "@bridle/contracts";
 import { Client, Connection } from "@temporalio/client";
 import { NativeConnection, Worker } from "@temporalio/worker";
-import type { Activities, BatchEntry } from "./activities.ts";
+import { type Activities, type BatchEntry, HEARTBEAT_THROTTLE_MAX } from "./activities.ts";
 
 const freePort = () =>
   new Promise<number>((resolve) => {
@@ -84,6 +84,7 @@ export async function startDevTemporal(temporalBin: string): Promise<DevTemporal
           namespace: "bridle",
           taskQueue,
           activities,
+          maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE_MAX,
           ...(taskQueue === TaskQueues.control ? { workflowsPath } : {}),
           ...(maxConcurrentActivities
             ? { maxConcurrentActivityTaskExecutions: maxConcurrentActivities }

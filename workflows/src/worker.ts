@@ -2,7 +2,7 @@ import { fileURLToPath } from "node:url";
 import { TaskQueues } from "@bridle/contracts";
 import { createLogger, orExit } from "@bridle/service-kit";
 import { NativeConnection, Worker } from "@temporalio/worker";
-import { createActivities } from "./activities.ts";
+import { createActivities, HEARTBEAT_THROTTLE_MAX } from "./activities.ts";
 import { loadWorkerEnv } from "./env.ts";
 
 const env = orExit(loadWorkerEnv);
@@ -19,7 +19,12 @@ const activities = createActivities({
   trainerUrl: env.TRAINER_URL,
   dataDir: env.WORKER_DATA_DIR,
 });
-const base = { connection, namespace: env.TEMPORAL_NAMESPACE, activities };
+const base = {
+  connection,
+  namespace: env.TEMPORAL_NAMESPACE,
+  activities,
+  maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE_MAX,
+};
 // One worker per queue: workflows and cheap activities on control; rollouts, training steps and
 // adapter loads each on their own queue, so GPU nodes can serve only the GPU queues.
 const workers = await Promise.all(

@@ -229,16 +229,26 @@ describe("adapter versions on a real vLLM", () => {
     // with every slot holding an adapter, the base arm of an evaluation sampled an adapter.
     const other = "smollm2/pi/run-d";
     expect(AdapterVersion.parse((await loadVersion(random[1]!, 1, other)).body).state).toBe("serving");
-    for (const name of [NAME, other]) expect((await complete(name)).status).toBe(200); // both slots in use
-    const ask = (model: string) =>
-      vllm.complete({ model, prompt: "def fibonacci(n):", maxTokens: 16, temperature: 0 });
-    const base = vllmProcess.modelName;
-    const [beside, alsoBase] = await Promise.all([ask(base), ask(base)]);
-    const [besideAdapter, adapter] = await Promise.all([ask(base), ask(`${other}@v1`)]);
-    expect(alsoBase.logprobs).toEqual(beside.logprobs); // two equal requests batched: one answer
-    expect(adapter.logprobs).not.toEqual(beside.logprobs);
-    expect(besideAdapter.logprobs).toEqual(beside.logprobs);
-    expect((await app.request(`/v1/adapters/${other}/versions/1`, { method: "DELETE" })).status).toBe(200);
+    try {
+      for (const name of [NAME, other]) expect((await complete(name)).status).toBe(200); // both slots in use
+      const ask = (model: string) =>
+        vllm.complete({ model, prompt: "def fibonacci(n):", maxTokens: 16, temperature: 0 });
+      const base = vllmProcess.modelName;
+      const [beside, alsoBase] = await Promise.all([ask(base), ask(base)]);
+      const [besideAdapter, adapter] = await Promise.all([ask(base), ask(`${other}@v1`)]);
+      expect(alsoBase.logprobs).toEqual(beside.logprobs); // two equal requests batched: one answer
+      // Beside an adapter's request the base request is computed in a batch of another shape, so
+      // its numbers may differ from the base-only batch by float noise (seen: 2.4e-4), never by
+      // the adapter's own shift, which an adapter slot leaking into base tokens would add.
+      const gap = (a: number[], b: number[]) => Math.max(...a.map((x, i) => Math.abs(x - (b[i] ?? 0))));
+      expect(besideAdapter.completionTokenIds).toEqual(beside.completionTokenIds);
+      const noise = gap(besideAdapter.logprobs, beside.logprobs);
+      const shift = gap(adapter.logprobs, beside.logprobs);
+      expect(noise).toBeLessThan(1e-3);
+      expect(noise).toBeLessThan(shift / 10);
+    } finally {
+      await app.request(`/v1/adapters/${other}/versions/1`, { method: "DELETE" });
+    }
   });
 
   it("samples a seeded request whose prompt is prefilled in chunks as when it comes from the cache", async () => {

@@ -1,6 +1,5 @@
-import { ErrorBody } from "@bridle/contracts";
 import type { GatewayApp } from "@bridle/gateway";
-import { ServiceError } from "@bridle/service-kit";
+import { answerJson, ServiceError } from "@bridle/service-kit";
 import type { StackConfig } from "@bridle/stack";
 import { type ClientResponse, hc, type parseResponse } from "hono/client";
 
@@ -39,22 +38,11 @@ export async function answer<R extends ClientResponse<unknown>>(
           : String(err);
     throw new ServiceError(`cannot reach the gateway: ${reason}`, 503, "unreachable", true);
   }
-  const text = await res.text();
-  let json: unknown;
-  try {
-    json = text.length > 0 ? JSON.parse(text) : undefined;
-  } catch {
-    json = undefined;
-  }
-  if (!res.ok) {
-    const error = ErrorBody.safeParse(json);
-    throw new ServiceError(
-      `the gateway: ${res.status} ${error.success ? error.data.error.message : text.slice(0, 500)}`,
-      res.status,
-      error.success ? error.data.error.code : `http_${res.status}`,
-      error.success ? error.data.error.retryable : res.status >= 500,
-      json,
-    );
-  }
+  const json = answerJson("the gateway", {
+    ok: res.ok,
+    status: res.status,
+    statusText: res.statusText,
+    text: await res.text(),
+  });
   return json as Success<R>;
 }

@@ -99,20 +99,7 @@ export async function callJson<S extends z.ZodType>(
         : String(err);
     throw new ServiceError(`cannot reach ${url}: ${reason}`, 503, "unreachable", true);
   }
-  const { text } = response;
-  let json: unknown;
-  try {
-    json = text.length > 0 ? JSON.parse(text) : undefined;
-  } catch {
-    json = undefined;
-  }
-  if (!response.ok) {
-    const parsed = ErrorBody.safeParse(json);
-    const message = parsed.success ? parsed.data.error.message : text.slice(0, 500) || response.statusText;
-    const code = parsed.success ? parsed.data.error.code : `http_${response.status}`;
-    const retryable = parsed.success ? parsed.data.error.retryable : response.status >= 500;
-    throw new ServiceError(`${url}: ${response.status} ${message}`, response.status, code, retryable, json);
-  }
+  const json = answerJson(url, response);
   const result = options.schema.safeParse(json);
   if (!result.success) {
     throw new ServiceError(
@@ -124,4 +111,27 @@ export async function callJson<S extends z.ZodType>(
     );
   }
   return result.data;
+}
+
+/**
+ * The JSON of another service's answer (undefined when empty or not JSON); an answer that is not a
+ * success becomes a ServiceError with the code and retryability of its error body, named by `where`.
+ */
+export function answerJson(
+  where: string,
+  answer: { ok: boolean; status: number; statusText?: string; text: string },
+): unknown {
+  const { text, status } = answer;
+  let json: unknown;
+  try {
+    json = text.length > 0 ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  if (answer.ok) return json;
+  const parsed = ErrorBody.safeParse(json);
+  const message = parsed.success ? parsed.data.error.message : text.slice(0, 500) || answer.statusText || "";
+  const code = parsed.success ? parsed.data.error.code : `http_${status}`;
+  const retryable = parsed.success ? parsed.data.error.retryable : status >= 500;
+  throw new ServiceError(`${where}: ${status} ${message}`, status, code, retryable, json);
 }

@@ -96,6 +96,37 @@ async function awaitBackUp(baseUrl: string, ms = 180_000): Promise<void> {
 const cancelledForGood = (context: Context) =>
   context.cancellationDetails?.cancelRequested === true || context.cancellationDetails?.notFound === true;
 
+/**
+ * Follows a submitted long job (rollout, training step, adapter load) to its end: reads it every
+ * `everyMs` while it runs, heartbeating its progress. When the activity is cancelled for good, the
+ * service is told to stop the job (a job no longer running has nothing to stop), and the
+ * cancellation goes on up.
+ */
+async function followJob<J, Running extends J>(
+  context: Context,
+  submitted: J,
+  job: {
+    running: (j: J) => j is Running;
+    progress: (j: Running) => unknown;
+    read: (j: J) => Promise<J>;
+    cancel: (j: J) => Promise<unknown>;
+    everyMs: number;
+  },
+): Promise<Exclude<J, Running>> {
+  let current = submitted;
+  try {
+    while (job.running(current)) {
+      heartbeat(job.progress(current));
+      await sleep(job.everyMs); // rejects once the activity is cancelled
+      current = await job.read(current);
+    }
+    return current as Exclude<J, Running>;
+  } catch (err) {
+    if (cancelledForGood(context)) await job.cancel(current).catch(() => undefined);
+    throw err;
+  }
+}
+
 /** A 4xx from a service is a bad input that retrying will not fix. */
 function nonRetryable(err: unknown): never {
   if (err instanceof ServiceError && !err.retryable && err.status < 500) {
@@ -233,25 +264,19 @@ export function createActivities(deps: ActivityDeps) {
           headers: attempt,
           timeoutMs: 60_000,
         }).catch(down);
-      let state = await submit();
-      try {
-        while (state.state === "running") {
-          heartbeat({ rolloutId, elapsedMs: state.elapsedMs });
-          await sleep(2_000); // rejects once the activity is cancelled
-          state = await callJson(`${at}/state`, { schema: RolloutState }).catch(async (err: unknown) => {
+      const state = await followJob(context, await submit(), {
+        running: (s) => s.state === "running",
+        progress: (s) => ({ rolloutId, elapsedMs: s.elapsedMs }),
+        everyMs: 2_000,
+        read: () =>
+          callJson(`${at}/state`, { schema: RolloutState }).catch(async (err: unknown) => {
             if (!(err instanceof ServiceError)) throw err;
             if (err.code === "unreachable") await awaitBackUp(deps.runnerUrl);
             else if (err.status !== 404) return nonRetryable(err);
             return submit(); // a runner that restarted has lost it: it runs again, under the same id
-          });
-        }
-      } catch (err) {
-        if (cancelledForGood(context))
-          await callJson(at, { method: "DELETE", headers: attempt, schema: z.unknown() }).catch(
-            () => undefined, // not in flight: nothing left to stop
-          );
-        throw err;
-      }
+          }),
+        cancel: () => callJson(at, { method: "DELETE", headers: attempt, schema: z.unknown() }),
+      });
       if (state.state === "done") return state.result;
       const { message, status, code, retryable } = state.error;
       return nonRetryable(new ServiceError(`rollout ${rolloutId}: ${message}`, status, code, retryable));
@@ -282,31 +307,22 @@ export function createActivities(deps: ActivityDeps) {
       const body = { run: input.run, step: input.step, config: input.config, trajectories };
       // The trainer lets a later attempt's step go on when an earlier (timed-out) attempt cancels.
       const attempt = attemptHeader(context.info.attempt);
-      let view = await callJson(`${deps.trainerUrl}/v1/steps`, {
+      const stepUrl = `${deps.trainerUrl}/v1/steps/${input.run}/${input.step}`;
+      const submitted = await callJson(`${deps.trainerUrl}/v1/steps`, {
         schema: TrainStepView,
         body,
         headers: attempt,
         timeoutMs: 120_000,
       }).catch(nonRetryable);
-      try {
-        while (view.state === "running") {
-          heartbeat(view.progress);
-          await sleep(1_000); // rejects once the activity is cancelled
-          view = await callJson(`${deps.trainerUrl}/v1/steps/${input.run}/${input.step}`, {
-            schema: TrainStepView,
-          });
-        }
-      } catch (err) {
-        // Cancelled (its run was): the trainer stops the step rather than finish work nobody waits for.
-        if (cancelledForGood(context))
-          await callJson(`${deps.trainerUrl}/v1/steps/${input.run}/${input.step}`, {
-            method: "DELETE",
-            headers: attempt,
-            schema: z.unknown(),
-            timeoutMs: 30_000,
-          }).catch(() => undefined); // no longer running: nothing to stop
-        throw err;
-      }
+      // Cancelled (its run was), the trainer stops the step rather than finish work nobody waits for.
+      const view = await followJob(context, submitted, {
+        running: (v) => v.state === "running",
+        progress: (v) => v.progress,
+        everyMs: 1_000,
+        read: () => callJson(stepUrl, { schema: TrainStepView }),
+        cancel: () =>
+          callJson(stepUrl, { method: "DELETE", headers: attempt, schema: z.unknown(), timeoutMs: 30_000 }),
+      });
       if (view.state === "failed") {
         if (view.error.retryable)
           throw new Error(`trainer step failed (${view.error.code}): ${view.error.message}`);
@@ -345,24 +361,18 @@ export function createActivities(deps: ActivityDeps) {
         url: `${deps.trainerUrl}/v1/steps/${encodeURIComponent(input.run)}/${input.step}/adapter`,
         hash: input.hash,
       };
-      let v = await callJson(url, {
+      const submitted = await callJson(url, {
         schema: AdapterVersion,
         body: { source, step: input.step, version: input.version },
         timeoutMs: 60_000,
       }).catch(nonRetryable);
-      try {
-        while (v.state === "loading") {
-          heartbeat(v.state);
-          await sleep(1_000); // rejects once the activity is cancelled
-          v = await callJson(`${url}/${v.version}`, { schema: AdapterVersion });
-        }
-      } catch (err) {
-        if (cancelledForGood(context))
-          await callJson(`${url}/${v.version}`, { method: "DELETE", schema: z.unknown() }).catch(
-            () => undefined, // serving is gone: nothing loads there
-          );
-        throw err;
-      }
+      const v = await followJob(context, submitted, {
+        running: (v): v is AdapterVersion & { state: "loading" } => v.state === "loading",
+        progress: (v) => v.state,
+        everyMs: 1_000,
+        read: (v) => callJson(`${url}/${v.version}`, { schema: AdapterVersion }),
+        cancel: (v) => callJson(`${url}/${v.version}`, { method: "DELETE", schema: z.unknown() }),
+      });
       if (v.state === "serving") return v;
       const error = v.error ?? { code: "load_failed", message: `${v.servedName} is ${v.state}` };
       // The model server or the trainer went away (or serving restarted) mid-load: the same version
@@ -372,7 +382,6 @@ export function createActivities(deps: ActivityDeps) {
       throw ApplicationFailure.nonRetryable(`${v.servedName}: ${error.message}`, error.code);
     },
 
-    /** Which adapter version (and content hash) a served model name is; nulls for the base model. */
     /**
      * What serves `model`: an adapter version's number and hash, or nulls for the base model and for
      * an adapter's bare name (its current version, resolved per request). A model serving does not

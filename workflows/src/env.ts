@@ -1,5 +1,5 @@
 import { TemporalNamespace } from "@bridle/contracts";
-import { loadEnv } from "@bridle/service-kit";
+import { BearerToken, loadEnv } from "@bridle/service-kit";
 import { z } from "zod";
 
 export const WorkerEnv = z.object({
@@ -8,10 +8,9 @@ export const WorkerEnv = z.object({
   SERVING_URL: z.string().url().default("http://127.0.0.1:8701"),
   TASKS_URL: z.string().url().default("http://127.0.0.1:8702"),
   GUARD_URL: z.string().url().default("http://127.0.0.1:8703"),
-  GUARD_ADMIN_TOKEN: z
-    .string({ error: "required: the guard's admin API is closed without it" })
-    .min(16, "use at least 16 characters")
-    .describe("The guard's admin token, to read the trajectories a training step trains on"),
+  GUARD_ADMIN_TOKEN: BearerToken("the guard's admin API is closed without it").describe(
+    "The guard's admin token, to read the trajectories a training step trains on",
+  ),
   RUNNER_URL: z.string().url().default("http://127.0.0.1:8704"),
   TRAINER_URL: z.string().url().default("http://127.0.0.1:8706"),
   WORKER_DATA_DIR: z.string().min(1).describe("Where evaluation reports are written"),

@@ -17,7 +17,7 @@ export interface AppOptions {
   version?: string;
   description?: string;
   log: Logger;
-  bodyLimitBytes?: number;
+  bodyLimitBytes?: number | undefined;
 }
 
 /**

@@ -12,6 +12,18 @@ export const BaseEnv = z.object({
     .default(8 * 1024 * 1024),
 });
 
+/** The fewest characters a bearer token may have. */
+export const MIN_TOKEN_LENGTH = 16;
+
+/**
+ * A bearer token a component requires: the control plane is closed by default, so without one it
+ * does not start, and says what `closes`.
+ */
+export const BearerToken = (closes: string) =>
+  z
+    .string({ error: `required: ${closes}` })
+    .min(MIN_TOKEN_LENGTH, `use at least ${MIN_TOKEN_LENGTH} characters`);
+
 /**
  * A comma-separated list of environment variable names, such as the variables a task's `${VAR}`
  * references may read (`TASK_ENV_ALLOW`): empty by default, so tasks read none.

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { EnvNames, loadEnv, repoRoot } from "@bridle/service-kit";
+import { BearerToken, EnvNames, loadEnv, repoRoot } from "@bridle/service-kit";
 import { z } from "zod";
 
 /** The repository root, found from this file so the CLI works from any working directory. */
@@ -94,16 +94,12 @@ export const StackEnv = z.object({
     .max(64)
     .default(1)
     .describe("Guard processes on its one port; more beside a GPU server running hundreds of rollouts"),
-  BRIDLE_API_TOKEN: z
-    .string()
-    .min(16, "use at least 16 characters")
+  BRIDLE_API_TOKEN: BearerToken("")
     .optional()
     .describe(
       "The gateway's bearer token; unset: the one kept in <BRIDLE_HOME>/api-token, made on first use",
     ),
-  BRIDLE_GUARD_ADMIN_TOKEN: z
-    .string()
-    .min(16, "use at least 16 characters")
+  BRIDLE_GUARD_ADMIN_TOKEN: BearerToken("")
     .optional()
     .describe(
       "The guard's admin token (sessions, trajectories); unset: the one kept in <BRIDLE_HOME>/guard-admin-token",

@@ -1,4 +1,4 @@
-import { createApp, type Logger, requireBearer } from "@bridle/service-kit";
+import { createApp, type Logger, MIN_TOKEN_LENGTH, requireBearer } from "@bridle/service-kit";
 import type { Client } from "@temporalio/client";
 import { adapterRoutes } from "./routes/adapters.ts";
 import { calibrationRoutes, evalRoutes } from "./routes/evals.ts";
@@ -25,9 +25,10 @@ export function createGatewayApp(deps: GatewayDeps) {
     name: "gateway",
     description: "Bridle's public API: training runs, evaluations, adapters",
     log: deps.log,
-    ...(deps.bodyLimitBytes ? { bodyLimitBytes: deps.bodyLimitBytes } : {}),
+    bodyLimitBytes: deps.bodyLimitBytes,
   });
-  if (deps.apiToken.length < 16) throw new Error("the gateway's API token must have at least 16 characters");
+  if (deps.apiToken.length < MIN_TOKEN_LENGTH)
+    throw new Error(`the gateway's API token must have at least ${MIN_TOKEN_LENGTH} characters`);
   app.use(
     "/v1/*",
     requireBearer(deps.apiToken, "missing or wrong bearer token (Authorization: Bearer <BRIDLE_API_TOKEN>)"),

@@ -1,5 +1,5 @@
 import { TemporalNamespace } from "@bridle/contracts";
-import { BaseEnv, loadEnv } from "@bridle/service-kit";
+import { BaseEnv, BearerToken, loadEnv } from "@bridle/service-kit";
 import { z } from "zod";
 
 export const GatewayEnv = BaseEnv.extend({
@@ -8,12 +8,9 @@ export const GatewayEnv = BaseEnv.extend({
   TEMPORAL_NAMESPACE: z.string().default(TemporalNamespace),
   TEMPORAL_UI_URL: z.string().url().default("http://127.0.0.1:8233"),
   SERVING_URL: z.string().url().default("http://127.0.0.1:8701"),
-  BRIDLE_API_TOKEN: z
-    .string({
-      error: "required: the API is closed by default (bridle up keeps one in <BRIDLE_HOME>/api-token)",
-    })
-    .min(16, "use at least 16 characters")
-    .describe("Bearer token required on every /v1 route; the gateway does not start without one"),
+  BRIDLE_API_TOKEN: BearerToken(
+    "the API is closed by default (bridle up keeps one in <BRIDLE_HOME>/api-token)",
+  ).describe("Bearer token required on every /v1 route; the gateway does not start without one"),
 });
 export type GatewayEnv = z.infer<typeof GatewayEnv>;
 

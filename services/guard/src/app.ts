@@ -22,7 +22,7 @@ export function createGuardApp(deps: GuardDeps) {
     description:
       "Tool-call checking proxy (OpenAI Chat Completions and Anthropic Messages) with trajectory capture",
     log: deps.log,
-    ...(deps.bodyLimitBytes ? { bodyLimitBytes: deps.bodyLimitBytes } : {}),
+    bodyLimitBytes: deps.bodyLimitBytes,
   });
   if (deps.adminToken) {
     app.use("/admin/*", requireBearer(deps.adminToken, "The admin API needs the guard's admin token"));

@@ -1,4 +1,4 @@
-import { BaseEnv, loadEnv } from "@bridle/service-kit";
+import { BaseEnv, BearerToken, loadEnv } from "@bridle/service-kit";
 import { z } from "zod";
 
 export const GuardEnv = BaseEnv.extend({
@@ -13,13 +13,9 @@ export const GuardEnv = BaseEnv.extend({
     .min(1)
     .default("guard-data")
     .describe("Sessions and captures (JSONL per session)"),
-  GUARD_ADMIN_TOKEN: z
-    .string({
-      error:
-        "required: the admin API (sessions, trajectories) is closed by default, since a sandbox reaches this port (bridle up keeps one in <BRIDLE_HOME>/guard-admin-token)",
-    })
-    .min(16, "use at least 16 characters")
-    .describe("Bearer token every /admin route needs; the guard does not start without one"),
+  GUARD_ADMIN_TOKEN: BearerToken(
+    "the admin API (sessions, trajectories) is closed by default, since a sandbox reaches this port (bridle up keeps one in <BRIDLE_HOME>/guard-admin-token)",
+  ).describe("Bearer token every /admin route needs; the guard does not start without one"),
   UPSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(600_000),
   UPSTREAM_IDLE_TIMEOUT_MS: z.coerce
     .number()

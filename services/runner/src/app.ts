@@ -8,7 +8,7 @@ export function createRunnerApp(deps: RolloutDeps & { maxConcurrent: number; bod
     name: "runner",
     description: "Sandboxed harness rollouts through the guard, verified",
     log: deps.log,
-    ...(deps.bodyLimitBytes ? { bodyLimitBytes: deps.bodyLimitBytes } : {}),
+    bodyLimitBytes: deps.bodyLimitBytes,
   });
   app.route("/v1/rollouts", rolloutRoutes(deps, deps.maxConcurrent));
   return app;

@@ -1,4 +1,4 @@
-import { BaseEnv, EnvNames, loadEnv } from "@bridle/service-kit";
+import { BaseEnv, BearerToken, EnvNames, loadEnv } from "@bridle/service-kit";
 import { z } from "zod";
 
 export const RunnerEnv = BaseEnv.extend({
@@ -6,12 +6,9 @@ export const RunnerEnv = BaseEnv.extend({
   TASKS_URL: z.string().url().default("http://127.0.0.1:8702"),
   GUARD_URL: z.string().url().default("http://127.0.0.1:8703"),
   VERIFIER_URL: z.string().url().default("http://127.0.0.1:8705"),
-  GUARD_ADMIN_TOKEN: z
-    .string({ error: "required: the guard's admin API is closed without it" })
-    .min(16, "use at least 16 characters")
-    .describe(
-      "The guard's admin token, to register sessions and read trajectories (never given to a sandbox)",
-    ),
+  GUARD_ADMIN_TOKEN: BearerToken("the guard's admin API is closed without it").describe(
+    "The guard's admin token, to register sessions and read trajectories (never given to a sandbox)",
+  ),
   RUNNER_DATA_DIR: z.string().min(1).describe("Sandboxes while they run, and each rollout's logs and result"),
   HARNESS_NPM_ROOT: z.string().min(1).describe("node_modules of the pinned npm harnesses"),
   HERMES_VENV: z.string().min(1).describe("Hermes' virtual environment"),

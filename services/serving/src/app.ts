@@ -17,7 +17,7 @@ export function createServingApp(deps: ServingDeps) {
     name: "serving",
     description: "The model server (vLLM) and its LoRA adapters",
     log: deps.log,
-    ...(deps.bodyLimitBytes ? { bodyLimitBytes: deps.bodyLimitBytes } : {}),
+    bodyLimitBytes: deps.bodyLimitBytes,
   });
   app.route("/v1", modelRoutes(deps.vllm, deps.adapters));
   app.route("/v1", adapterRoutes(deps.adapters));

@@ -18,7 +18,7 @@ export function createTasksApp(deps: TasksDeps) {
     description:
       "Harbor task registry: import with controls, list, stratified sampling, agent and verifier views",
     log: deps.log,
-    ...(deps.bodyLimitBytes ? { bodyLimitBytes: deps.bodyLimitBytes } : {}),
+    bodyLimitBytes: deps.bodyLimitBytes,
   });
   app.route("/v1", taskRoutes(deps));
   return app;

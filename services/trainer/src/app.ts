@@ -17,7 +17,7 @@ export function createTrainerApp(deps: TrainerDeps) {
     name: "trainer",
     description: "GRPO steps on LoRA adapters, exactly once per (run, step)",
     log: deps.log,
-    ...(deps.bodyLimitBytes ? { bodyLimitBytes: deps.bodyLimitBytes } : {}),
+    bodyLimitBytes: deps.bodyLimitBytes,
   });
   const steps = new TrainingSteps(deps.worker, deps.dataDir, deps.log);
   app.route("/v1", stepRoutes(steps, deps.worker));

@@ -19,7 +19,7 @@ export function createVerifierApp(deps: VerifierDeps) {
     description:
       "Runs a task's hidden tests in a bubblewrap sandbox over a finished workspace and computes the reward",
     log: deps.log,
-    ...(deps.bodyLimitBytes ? { bodyLimitBytes: deps.bodyLimitBytes } : {}),
+    bodyLimitBytes: deps.bodyLimitBytes,
   });
   const limiter = new Semaphore(deps.concurrency);
   app.route(

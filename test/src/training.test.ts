@@ -26,6 +26,17 @@ const EvalView = z.object({
 });
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const limits = { agentTimeoutSec: 150, maxTurns: 2, contextWindow: 8192, concurrency: 2 };
+/** A one-step run of two repair rollouts, within the limits above, started over HTTP. */
+const startRun = (name: string, extra: Record<string, unknown> = {}) =>
+  postJson(`${gatewayUrl}/v1/runs`, {
+    name,
+    steps: 1,
+    batchSize: 1,
+    groupSize: 2,
+    categories: ["repair"],
+    ...limits,
+    ...extra,
+  });
 
 let temporal: Client;
 let connection: Connection;
@@ -39,16 +50,9 @@ afterAll(() => connection?.close());
 const run = (name: string) =>
   callJson(`${gatewayUrl}/v1/runs/${name}`, { schema: RunView, headers: gatewayHeaders });
 
-describe("a training run and an evaluation on the real embedded stack (pi, SmolLM2 on vLLM)", () => {
+describe("a training run and an evaluation on the real embedded stack (pi on vLLM)", () => {
   it("trains through the HTTP API and survives a worker killed mid-rollout", async () => {
-    const started = await postJson(`${gatewayUrl}/v1/runs`, {
-      name: "e2e-http",
-      steps: 1,
-      batchSize: 1,
-      groupSize: 2,
-      categories: ["repair"],
-      ...limits,
-    });
+    const started = await startRun("e2e-http");
     expect(started.status).toBe(202);
     // Kill the worker while rollouts are in flight: the supervisor restarts it, Temporal retries
     // the activities, and the runner answers a retried rollout id with the same rollout.
@@ -203,15 +207,7 @@ describe("a training run and an evaluation on the real embedded stack (pi, SmolL
     const file = join(dir, `opencode@${opencode.version}.json`);
     writeFileSync(file, JSON.stringify(check));
     try {
-      const started = await postJson(`${gatewayUrl}/v1/runs`, {
-        name: "e2e-failed-check",
-        harness: "opencode",
-        steps: 1,
-        batchSize: 1,
-        groupSize: 2,
-        categories: ["repair"],
-        ...limits,
-      });
+      const started = await startRun("e2e-failed-check", { harness: "opencode" });
       expect(started.status).toBe(202);
       const view = z.object({ status: z.string(), failure: z.string().nullable() });
       const failed = await waitFor("the run to fail", async () => {

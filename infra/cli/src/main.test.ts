@@ -1,13 +1,9 @@
-import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { runTsx } from "@bridle/service-kit/testing";
 import { describe, expect, it } from "vitest";
 
 const main = fileURLToPath(new URL("./main.ts", import.meta.url));
-const bridle = (args: string[], env: Record<string, string> = {}) =>
-  spawnSync(process.execPath, ["--import", "tsx", main, ...args], {
-    encoding: "utf8",
-    env: { ...process.env, ...env },
-  });
+const bridle = (args: string[], env: Record<string, string> = {}) => runTsx(main, args, { env });
 
 describe("the bridle command", () => {
   it("prints its usage for --help", () => {

@@ -189,9 +189,13 @@ export class Sandbox {
    * Cleans up after owners that died mid-run (a runner or verifier killed by SIGKILL): their bwrap
    * died with them (--die-with-parent, and its pid namespace with it), but their cgroups and folders
    * are left. Every process still in such a group is killed, the groups and the folders under
-   * `baseDir` removed. Call it once when a service that owns sandboxes starts.
+   * `baseDir` removed. Call it once when a service that owns sandboxes starts; what it reaped is
+   * logged as a warning on `log`.
    */
-  static async reapOrphans(baseDir: string): Promise<Orphans> {
+  static async reapOrphans(
+    baseDir: string,
+    log?: { warn: (found: Orphans, message: string) => void },
+  ): Promise<Orphans> {
     const groups = await Cgroup.reapOrphans();
     const folders: string[] = [];
     const entries = await readdir(baseDir).catch(() => [] as string[]);
@@ -201,6 +205,8 @@ export class Sandbox {
       await rm(join(baseDir, name), { recursive: true, force: true, maxRetries: 3 });
       folders.push(name);
     }
+    if (groups.length + folders.length > 0)
+      log?.warn({ groups, folders }, "reaped the sandboxes of an owner killed mid-run");
     return { groups, folders };
   }
 

@@ -1,7 +1,6 @@
-import { spawnSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { createLogger } from "@bridle/service-kit";
-import { errorOf, issuePaths, openApiOf } from "@bridle/service-kit/testing";
+import { errorOf, issuePaths, openApiOf, runTsx } from "@bridle/service-kit/testing";
 import { Client, Connection } from "@temporalio/client";
 import { describe, expect, it } from "vitest";
 import { createGatewayApp } from "./app.ts";
@@ -76,11 +75,9 @@ describe("gateway API contract", () => {
   });
 
   it("refuses to start without a token, naming the setting", () => {
-    const result = spawnSync(process.execPath, ["--import", "tsx", "src/main.ts"], {
-      cwd: fileURLToPath(new URL("..", import.meta.url)),
-      env: { PATH: process.env.PATH ?? "", PORT: "1" },
-      encoding: "utf8",
-      timeout: 30_000,
+    const result = runTsx(fileURLToPath(new URL("main.ts", import.meta.url)), [], {
+      env: { PORT: "1" },
+      cleanEnv: true,
     });
     expect(result.status).not.toBe(0);
     expect(result.stderr + result.stdout).toMatch(/BRIDLE_API_TOKEN.*closed by default/);

@@ -1,9 +1,9 @@
-import { spawnSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createLogger } from "@bridle/service-kit";
+import { runTsx } from "@bridle/service-kit/testing";
 import { describe, expect, it } from "vitest";
 import { createGuardApp } from "./app.ts";
 import { CaptureStore } from "./capture.ts";
@@ -104,11 +104,9 @@ describe("guard proxy routes inside the Hono app", () => {
   });
 
   it("refuses to start without an admin token, naming the setting (a sandbox reaches this port)", () => {
-    const result = spawnSync(process.execPath, ["--import", "tsx", "src/main.ts"], {
-      cwd: fileURLToPath(new URL("..", import.meta.url)),
-      env: { PATH: process.env.PATH ?? "", PORT: "1" },
-      encoding: "utf8",
-      timeout: 30_000,
+    const result = runTsx(fileURLToPath(new URL("main.ts", import.meta.url)), [], {
+      env: { PORT: "1" },
+      cleanEnv: true,
     });
     expect(result.status).not.toBe(0);
     expect(result.stderr + result.stdout).toMatch(/GUARD_ADMIN_TOKEN.*closed by default/);

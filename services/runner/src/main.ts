@@ -7,9 +7,7 @@ import { loadRunnerEnv } from "./env.ts";
 const env = orExit(loadRunnerEnv);
 const log = createLogger("runner", env.LOG_LEVEL);
 // A runner killed mid-rollout took its sandboxes' processes with it; what they left goes now.
-const orphans = await Sandbox.reapOrphans(join(env.RUNNER_DATA_DIR, "sandboxes"));
-if (orphans.groups.length + orphans.folders.length > 0)
-  log.warn(orphans, "reaped the sandboxes of a killed runner");
+await Sandbox.reapOrphans(join(env.RUNNER_DATA_DIR, "sandboxes"), log);
 const app = createRunnerApp({
   log,
   tasksUrl: env.TASKS_URL,

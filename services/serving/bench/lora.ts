@@ -152,6 +152,13 @@ try {
   const second = await arm(bridleFirst ? VLLM : BRIDLE);
   const [ours, theirs] = bridleFirst ? [first, second] : [second, first];
   const vs = { label: VLLM.label };
+  const againstBase = (label: string, r: typeof ours) => [
+    row(`adapter decode against base (${label})`, r.adapter, "tok/s", { value: r.base, label: "base" }),
+    row(`adapter prefill against base (${label})`, r.adapterPrefill, "tok/s", {
+      value: r.basePrefill,
+      label: "base",
+    }),
+  ];
   const rows: Row[] = [
     row(`${STREAMS}-stream decode, base model`, ours.base, "tok/s", { value: theirs.base, ...vs }),
     row(
@@ -172,22 +179,8 @@ try {
       { value: theirs.adapterPrefill, ...vs },
       { min: 1 },
     ),
-    row(`adapter decode against base (${BRIDLE.label})`, ours.adapter, "tok/s", {
-      value: ours.base,
-      label: "base",
-    }),
-    row(`adapter decode against base (${VLLM.label})`, theirs.adapter, "tok/s", {
-      value: theirs.base,
-      label: "base",
-    }),
-    row(`adapter prefill against base (${BRIDLE.label})`, ours.adapterPrefill, "tok/s", {
-      value: ours.basePrefill,
-      label: "base",
-    }),
-    row(`adapter prefill against base (${VLLM.label})`, theirs.adapterPrefill, "tok/s", {
-      value: theirs.basePrefill,
-      label: "base",
-    }),
+    ...againstBase(BRIDLE.label, ours),
+    ...againstBase(VLLM.label, theirs),
   ];
   printTable(rows);
   console.log(

@@ -251,8 +251,12 @@ export class TaskStore {
     write();
   }
 
+  private row(id: string): Row | undefined {
+    return this.db.prepare("SELECT * FROM tasks WHERE id = ?").get(id) as Row | undefined;
+  }
+
   get(id: string): TaskSummary | null {
-    const row = this.db.prepare("SELECT * FROM tasks WHERE id = ?").get(id) as Row | undefined;
+    const row = this.row(id);
     return row ? toSummary(row, this.calibrations().get(id)) : null;
   }
 
@@ -322,7 +326,7 @@ export class TaskStore {
 
   /** What an agent may see: instruction and workspace files. Never tests or solution. */
   agentTask(id: string): AgentTask | null {
-    const row = this.db.prepare("SELECT * FROM tasks WHERE id = ?").get(id) as Row | undefined;
+    const row = this.row(id);
     if (!row) return null;
     return {
       id: row.id,
@@ -348,7 +352,7 @@ export class TaskStore {
 
   /** What the verifier needs: the tests and their settings. */
   verifierBundle(id: string): VerifierBundle | null {
-    const row = this.db.prepare("SELECT * FROM tasks WHERE id = ?").get(id) as Row | undefined;
+    const row = this.row(id);
     if (!row) return null;
     return {
       id: row.id,

@@ -7,9 +7,7 @@ import { loadVerifierEnv } from "./env.ts";
 const env = orExit(loadVerifierEnv);
 const log = createLogger("verifier", env.LOG_LEVEL);
 // A verifier killed mid-check took its sandboxes' processes with it; what they left goes now.
-const orphans = await Sandbox.reapOrphans(env.VERIFIER_SANDBOX_DIR ?? tmpdir());
-if (orphans.groups.length + orphans.folders.length > 0)
-  log.warn(orphans, "reaped the sandboxes of a killed verifier");
+await Sandbox.reapOrphans(env.VERIFIER_SANDBOX_DIR ?? tmpdir(), log);
 const app = createVerifierApp({
   log,
   tasksUrl: env.TASKS_URL,

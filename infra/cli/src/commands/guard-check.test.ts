@@ -1,17 +1,12 @@
-import { spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { runTsx } from "@bridle/service-kit/testing";
 import { describe, expect, it } from "vitest";
 
 const cli = fileURLToPath(new URL("../main.ts", import.meta.url));
-const run = (args: string[], input?: string) =>
-  spawnSync(process.execPath, ["--import", "tsx", cli, ...args], {
-    encoding: "utf8",
-    input,
-    timeout: 60_000,
-  });
+const run = (args: string[], input?: string) => runTsx(cli, args, input === undefined ? {} : { input });
 
 const base = { instruction: "Fix src/dates.py; the tests are in tests/.", declared_tools: ["bash", "read"] };
 

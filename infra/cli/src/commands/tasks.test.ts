@@ -1,16 +1,13 @@
-import { spawnSync } from "node:child_process";
 import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { repoRoot } from "@bridle/service-kit";
+import { runTsx } from "@bridle/service-kit/testing";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 let dir: string;
 const bridle = (...args: string[]) =>
-  spawnSync(process.execPath, ["--import", "tsx", join(repoRoot, "infra/cli/src/main.ts"), ...args], {
-    encoding: "utf8",
-    timeout: 120_000,
-  });
+  runTsx(join(repoRoot, "infra/cli/src/main.ts"), args, { timeoutMs: 120_000 });
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "bridle-cli-tasks-"));

@@ -2,6 +2,7 @@
  * Bridle's shared contracts: zod schemas only. No Node built-ins and no logger, so that
  * Temporal workflow code can import this package.
  */
+export * from "./artifacts.ts";
 export * from "./errors.ts";
 export * from "./evaluation.ts";
 export * from "./guard.ts";

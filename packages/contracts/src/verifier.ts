@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ArtifactRef } from "./artifacts.ts";
 import { RewardConfig, RewardMode } from "./reward.ts";
 import { TaskId } from "./tasks.ts";
 
@@ -21,18 +22,16 @@ export const VerifierOutcome = z.object({
 });
 export type VerifierOutcome = z.infer<typeof VerifierOutcome>;
 
-/** Verify a finished agent phase: the workspace it left, on the verifier's host. */
+/** Verify a finished agent phase: the workspace it left, by reference. */
 export const VerificationRequest = z
   .object({
     taskId: TaskId,
-    workspace: z.string().min(1).describe("Absolute path of the workspace the agent phase left"),
-    changes: z
-      .string()
-      .min(1)
-      .optional()
-      .describe(
-        "On a task's image: absolute path of the layer holding what the agent phase changed outside the workspace",
-      ),
+    workspace: ArtifactRef.describe(
+      "The workspace the agent phase left, packed as a tar by the runner and served by it",
+    ),
+    changes: ArtifactRef.optional().describe(
+      "On a task's image: what the agent phase changed outside the workspace (the sandbox's overlay layer), packed the same way",
+    ),
     step: z
       .string()
       .min(1)

@@ -3,7 +3,14 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { BASE_IMAGE, EnvironmentImages, ImageBuildError, planDockerfile, Sandbox } from "./index.ts";
+import {
+  BASE_IMAGE,
+  EnvironmentImages,
+  ImageBuildError,
+  packFolder,
+  planDockerfile,
+  Sandbox,
+} from "./index.ts";
 
 describe("planDockerfile", () => {
   it("resolves public images to local bases, says so, and runs RUN under pipefail", () => {
@@ -67,7 +74,7 @@ describe("EnvironmentImages on podman", () => {
   });
   afterAll(async () => rm(host, { recursive: true, force: true }));
 
-  it("builds a Dockerfile once, and an image sandbox runs on it with the agent's changes layered for the verifier", async () => {
+  it("builds a Dockerfile once, and an image sandbox runs on it with the agent's changes handed over, packed, to the verifier's", async () => {
     const context = join(host, "ctx");
     await mkdir(context);
     await writeFile(
@@ -94,18 +101,15 @@ describe("EnvironmentImages on podman", () => {
       workdir: "/workspace",
       image,
     });
-    const verifier = await Sandbox.create({
-      environmentDir: agent.workspace,
-      baseDir: host,
-      workdir: "/workspace",
-      image: { ...image, layers: [agent.changes!] },
-    });
+    let verifier: Sandbox | undefined;
     try {
       const r = await agent.run(
         [
           "bash",
           "-c",
-          "python3 app.py && cat /etc/debian_version && echo tuned > /etc/agent.conf && echo out > result.txt",
+          // Adds a file, deletes one of the image's (a whiteout) and replaces a folder (opaque).
+          "python3 app.py && cat /etc/debian_version && echo tuned > /etc/agent.conf && echo out > result.txt" +
+            " && rm /etc/debian_version && rm -r /srv/data && mkdir /srv/data && echo new > /srv/data/other.txt",
         ],
         { timeoutMs: 30_000 },
       );
@@ -114,14 +118,27 @@ describe("EnvironmentImages on podman", () => {
       expect(await readFile(join(agent.workspace, "result.txt"), "utf8")).toBe("out\n");
       // The agent's change outside the workspace is in its own layer, never in the image.
       expect(existsSync(join(image.rootfs, "etc", "agent.conf"))).toBe(false);
-      const v = await verifier.run(["bash", "-c", "cat /etc/agent.conf; echo mine > /etc/verifier.conf"], {
-        timeoutMs: 30_000,
+      // As the runner hands a finished agent phase to the verifier: both folders packed, then unpacked.
+      verifier = await Sandbox.create({
+        environmentArchive: packFolder(agent.workspace),
+        baseDir: host,
+        workdir: "/workspace",
+        image,
+        changesArchive: packFolder(agent.changes!),
       });
-      expect(v.stdout).toBe("tuned\n");
+      const v = await verifier.run(
+        [
+          "bash",
+          "-c",
+          "cat /etc/agent.conf result.txt; ls /srv/data; test -e /etc/debian_version || echo deleted; echo mine > /etc/verifier.conf",
+        ],
+        { timeoutMs: 30_000 },
+      );
+      expect(v.stdout).toBe("tuned\nout\nother.txt\ndeleted\n");
       expect(existsSync(join(agent.changes!, "etc", "verifier.conf"))).toBe(false);
     } finally {
       await agent.dispose();
-      await verifier.dispose();
+      await verifier?.dispose();
     }
   }, 600_000);
 

@@ -1,4 +1,5 @@
 /** bubblewrap sandboxes for rollouts and verification (used by the runner and the verifier). */
+export { packFolder, unpackFolder } from "./archive.ts";
 export { Cgroup, cgroupControllers, processAlive } from "./cgroup.ts";
 export { missingTools, SANDBOX_PATH } from "./host.ts";
 export {

@@ -3,7 +3,9 @@ import { randomBytes } from "node:crypto";
 import { chmod, cp, mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, posix, resolve } from "node:path";
+import type { Readable } from "node:stream";
 import { fileURLToPath } from "node:url";
+import { unpackFolder } from "./archive.ts";
 import { Cgroup, processAlive } from "./cgroup.ts";
 import { SANDBOX_PATH, SYSTEM_DIRS, systemMountArgs } from "./host.ts";
 import { TailBuffer } from "./output.ts";
@@ -211,17 +213,24 @@ export class Sandbox {
   }
 
   /**
-   * A new sandbox whose workspace is a copy of `environmentDir` (or empty), seen inside at
-   * `workdir` (WORKSPACE by default; see workdirProblem for what it may be).
+   * A new sandbox whose workspace is a copy of `environmentDir`, or what `environmentArchive`
+   * unpacks to (another sandbox's workspace, packed: `packFolder`), or empty; seen inside at
+   * `workdir` (WORKSPACE by default; see workdirProblem for what it may be). On an image,
+   * `changesArchive` is another sandbox's `changes`, packed: unpacked under this sandbox's root and
+   * laid over the image below its own changes.
    */
   static async create(
     options: {
       environmentDir?: string;
+      environmentArchive?: Readable;
       baseDir?: string;
       workdir?: string | undefined;
       image?: SandboxImage | undefined;
+      changesArchive?: Readable;
     } = {},
   ): Promise<Sandbox> {
+    if (options.changesArchive && !options.image)
+      throw new SandboxSetupError("changes of another sandbox need an image to lie over");
     const workdir = options.workdir ?? WORKSPACE;
     const problem = workdirProblem(workdir);
     if (problem) throw new Error(problem);
@@ -235,8 +244,12 @@ export class Sandbox {
     // The owner's pid leads the name, so a sandbox whose owner was killed is found (reapOrphans).
     const root = await mkdtemp(join(base, `${SANDBOX_PREFIX}${process.pid}-`));
     const workspace = join(root, "workspace");
+    let image = options.image;
     try {
-      if (options.environmentDir) {
+      if (options.environmentArchive) {
+        await mkdir(workspace);
+        await unpackFolder(options.environmentArchive, workspace);
+      } else if (options.environmentDir) {
         // Timestamps are kept: the copy is the same workspace to whatever runs in it (make, tests
         // that compare modification times, a verifier judging what an agent changed and when).
         await cp(resolve(options.environmentDir), workspace, {
@@ -248,20 +261,20 @@ export class Sandbox {
         await mkdir(workspace);
       }
       await chmod(workspace, 0o755);
-      if (options.image) {
+      if (image) {
         for (const dir of ["changes", "overlay-work", "system"]) await mkdir(join(root, dir));
+      }
+      if (image && options.changesArchive) {
+        const received = join(root, "received-changes");
+        await mkdir(received);
+        await unpackFolder(options.changesArchive, received);
+        image = { ...image, layers: [received, ...(image.layers ?? [])] };
       }
     } catch (err) {
       await rm(root, { recursive: true, force: true });
       throw err;
     }
-    return new Sandbox(
-      `${process.pid}-${randomBytes(6).toString("hex")}`,
-      root,
-      workspace,
-      workdir,
-      options.image,
-    );
+    return new Sandbox(`${process.pid}-${randomBytes(6).toString("hex")}`, root, workspace, workdir, image);
   }
 
   /** A private folder under the sandbox's root (tests, logs), created fresh. */

@@ -1,5 +1,6 @@
 /** What every Bridle service shares: app factory, errors, validation, config, logging, HTTP client. */
 export * from "./app.ts";
+export * from "./artifacts.ts";
 export * from "./attempt.ts";
 export * from "./auth.ts";
 export * from "./client.ts";

@@ -230,6 +230,7 @@ export function stackComponents(config: StackConfig): Component[] {
         VERIFIER_URL: url(ports.verifier),
         GUARD_ADMIN_TOKEN: config.guardAdminToken,
         RUNNER_DATA_DIR: join(config.data, "runner"),
+        RUNNER_URL: url(ports.runner),
         HARNESS_NPM_ROOT: join(config.home, "harnesses", "node_modules"),
         HERMES_VENV: join(config.home, "hermes-venv"),
         IMAGES_HOME: imagesHome(config),

@@ -1,4 +1,4 @@
-import { createApp } from "@bridle/service-kit";
+import { artifactRoutes, createApp } from "@bridle/service-kit";
 import type { RolloutDeps } from "./rollout.ts";
 import { rolloutRoutes } from "./routes/rollouts.ts";
 
@@ -11,5 +11,6 @@ export function createRunnerApp(deps: RolloutDeps & { maxConcurrent: number; bod
     bodyLimitBytes: deps.bodyLimitBytes,
   });
   app.route("/v1/rollouts", rolloutRoutes(deps, deps.maxConcurrent));
+  app.route("/v1", artifactRoutes(deps.artifacts));
   return app;
 }

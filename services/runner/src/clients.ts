@@ -55,7 +55,7 @@ export const endSession = (s: RolloutServices, sessionId: string) =>
 
 export const verify = (
   s: RolloutServices,
-  request: Partial<VerificationRequest> & { taskId: string; workspace: string },
+  request: Partial<VerificationRequest> & Pick<VerificationRequest, "taskId" | "workspace">,
 ) =>
   callJson(`${s.verifierUrl}/v1/verifications`, {
     schema: VerificationResult,

@@ -24,6 +24,13 @@ export const RunnerEnv = BaseEnv.extend({
     .describe(
       "Stored conformance checks (`bridle harness check`), one per harness version: a training rollout of a version whose check failed is refused",
     ),
+  RUNNER_URL: z
+    .string()
+    .url()
+    .optional()
+    .describe(
+      "Where the verifier reaches this runner, for the workspaces it hands over by reference; unset: http://HOST:PORT",
+    ),
   RUNNER_MAX_CONCURRENT: z.coerce.number().int().min(1).max(64).default(4),
   TASK_ENV_ALLOW: EnvNames.describe("Variables that the $VAR references of tasks may read, comma-separated"),
 });

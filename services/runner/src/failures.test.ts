@@ -420,6 +420,8 @@ describe("a task whose environment is a Dockerfile (built on podman)", () => {
     expect(result.environmentFailure).toBeNull();
     expect(result.toolCalls.guard).toBe(1);
     expect(result.correctness).toBe(1);
+    // Workspace and image changes went to the verifier by reference, and were released once it answered.
+    expect(readdirSync(join(stack.dataDir, "artifacts"))).toEqual([]);
   });
 });
 

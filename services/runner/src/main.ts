@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { EnvironmentImages, Sandbox } from "@bridle/sandbox";
-import { createLogger, orExit, serveApp } from "@bridle/service-kit";
+import { ArtifactStore, createLogger, orExit, serveApp } from "@bridle/service-kit";
 import { createRunnerApp } from "./app.ts";
 import { loadRunnerEnv } from "./env.ts";
 
@@ -8,8 +8,10 @@ const env = orExit(loadRunnerEnv);
 const log = createLogger("runner", env.LOG_LEVEL);
 // A runner killed mid-rollout took its sandboxes' processes with it; what they left goes now.
 await Sandbox.reapOrphans(join(env.RUNNER_DATA_DIR, "sandboxes"), log);
+const ownUrl = env.RUNNER_URL ?? `http://${env.HOST === "0.0.0.0" ? "127.0.0.1" : env.HOST}:${env.PORT}`;
 const app = createRunnerApp({
   log,
+  artifacts: new ArtifactStore(join(env.RUNNER_DATA_DIR, "artifacts"), `${ownUrl}/v1/artifacts`),
   tasksUrl: env.TASKS_URL,
   guardUrl: env.GUARD_URL,
   guardAdminToken: env.GUARD_ADMIN_TOKEN,

@@ -17,10 +17,11 @@ import {
   type EnvironmentImages,
   imageWorkspace,
   type Mount,
+  packFolder,
   Sandbox,
   SandboxSetupError,
 } from "@bridle/sandbox";
-import { httpError, type Logger, ServiceError } from "@bridle/service-kit";
+import { type ArtifactStore, httpError, type Logger, ServiceError } from "@bridle/service-kit";
 import {
   agentTask,
   endSession,
@@ -39,6 +40,8 @@ const HOME_INSIDE = "/home/agent";
 export interface RolloutDeps extends RolloutServices {
   log: Logger;
   dataDir: string;
+  /** Where a finished agent phase's workspace is packed, for the verifier to fetch by reference. */
+  artifacts: ArtifactStore;
   install: HarnessInstall;
   /** Tasks' images unpacked on this host (the tasks service builds them). */
   images?: EnvironmentImages | undefined;
@@ -479,15 +482,33 @@ async function runVerifier(
 ): Promise<VerificationResult> {
   stopIfCancelled(ctx);
   const started = performance.now();
+  // Handed over once, by reference: packed here, fetched by the verifier, released when it answered.
+  const { artifacts } = ctx.deps;
+  const pack = (dir: string) =>
+    artifacts.put(packFolder(dir)).catch((err: unknown) => {
+      throw new EnvironmentFailure("verifier", `cannot hand the workspace over: ${(err as Error).message}`);
+    });
+  const workspace = await pack(sandbox.workspace);
+  const changes = sandbox.changes
+    ? await pack(sandbox.changes).catch(async (err: unknown) => {
+        await artifacts.release(workspace);
+        throw err;
+      })
+    : undefined;
   const verdict = await verify(ctx.deps, {
     taskId: ctx.task.id,
-    workspace: sandbox.workspace,
-    ...(sandbox.changes ? { changes: sandbox.changes } : {}),
+    workspace,
+    ...(changes ? { changes } : {}),
     ...(step ? { step: step.name } : {}),
     calls,
     blocked,
     mode: ctx.request.rewardMode,
-  }).catch((err: unknown) => unavailable("the verifier", err));
+  })
+    .catch((err: unknown) => unavailable("the verifier", err))
+    .finally(async () => {
+      await artifacts.release(workspace);
+      if (changes) await artifacts.release(changes);
+    });
   result.durationsMs.verifier += Math.round(performance.now() - started);
   await writeFile(
     join(ctx.logs, step ? `${stepLog(step)}.verifier.txt` : "verifier.txt"),

@@ -4,9 +4,10 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ImportResult } from "@bridle/contracts";
 import { EnvironmentImages } from "@bridle/sandbox";
-import { callJson, createLogger } from "@bridle/service-kit";
+import { ArtifactStore, callJson, createLogger } from "@bridle/service-kit";
 import { loadStackConfig } from "@bridle/stack";
 import { httpOk, type RunningProcess, spawnProcess, spawnScriptedUpstream } from "@bridle/testkit";
+import { serve } from "@hono/node-server";
 import { createRunnerApp } from "./app.ts";
 
 const repo = fileURLToPath(new URL("../../..", import.meta.url));
@@ -68,8 +69,14 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
         throw new Error(`task import failed: ${JSON.stringify(imported)}`);
     }
     const home = loadStackConfig().home;
+    // The runner under test also listens: the verifier fetches the workspaces it hands over.
+    const runnerPort = basePort + 3;
     const app = createRunnerApp({
       log: createLogger("runner", "warn"),
+      artifacts: new ArtifactStore(
+        join(data, "runner", "artifacts"),
+        `http://127.0.0.1:${runnerPort}/v1/artifacts`,
+      ),
       tasksUrl,
       guardUrl,
       guardAdminToken: TEST_GUARD_ADMIN_TOKEN,
@@ -80,6 +87,7 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
       maxConcurrent: 4,
       harnessChecksDir: join(data, "harness-checks"),
     });
+    const server = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: runnerPort });
     return {
       app,
       /** This runner's data folder (its rollouts' logs and results, its sandboxes). */
@@ -101,6 +109,7 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
         await named.get(name)?.stop();
       },
       async stop() {
+        await new Promise((resolve) => server.close(resolve));
         for (const p of processes.reverse()) await p.stop();
         if (!process.env.BRIDLE_TEST_KEEP_DATA) rmSync(data, { recursive: true, force: true });
       },

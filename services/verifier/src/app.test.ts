@@ -3,10 +3,11 @@ import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { VerificationResult } from "@bridle/contracts";
+import type { ArtifactRef, VerificationResult } from "@bridle/contracts";
 import { loadTask, sandboxFor, writeTree } from "@bridle/harbor";
-import type { Sandbox } from "@bridle/sandbox";
-import { createLogger, repoRoot } from "@bridle/service-kit";
+import { packFolder, type Sandbox } from "@bridle/sandbox";
+import { ArtifactStore, artifactRoutes, createLogger, createRouter, repoRoot } from "@bridle/service-kit";
+import { type ServerType, serve } from "@hono/node-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createVerifierApp } from "./app.ts";
 
@@ -15,7 +16,17 @@ const tasksUrl = `http://127.0.0.1:${TASKS_PORT}`;
 let dir: string;
 let tasks: ChildProcess;
 const sandboxes: Sandbox[] = [];
-const workspaces: Record<string, string> = {};
+/** The agent phases' workspaces, as the runner hands them over: packed, served, by reference. */
+const workspaces: Record<string, ArtifactRef> = {};
+const folders: Record<string, string> = {};
+// What the runner does, here over real HTTP: the verifier fetches each workspace from this server.
+const ARTIFACTS_PORT = 19403;
+let artifacts: ArtifactStore;
+let artifactServer: ServerType;
+const handOver = async (name: string, folder: string) => {
+  folders[name] = folder;
+  workspaces[name] = await artifacts.put(packFolder(folder));
+};
 
 const app = createVerifierApp({
   log: createLogger("verifier-test", "silent"),
@@ -54,6 +65,12 @@ async function workspaceAfter(taskId: string, script: string): Promise<string> {
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "bridle-verifier-"));
+  artifacts = new ArtifactStore(join(dir, "artifacts"), `http://127.0.0.1:${ARTIFACTS_PORT}/v1/artifacts`);
+  artifactServer = serve({
+    fetch: createRouter().route("/v1", artifactRoutes(artifacts)).fetch,
+    hostname: "127.0.0.1",
+    port: ARTIFACTS_PORT,
+  });
   for (const id of ["repair-median", "build-roman-numerals"]) {
     await cp(join(repoRoot, "tasks", id), join(dir, "import", id), { recursive: true });
   }
@@ -97,16 +114,20 @@ beforeAll(async () => {
     headers: { "content-type": "application/json" },
   });
   expect(imported.status).toBe(200);
-  workspaces.solved = await workspaceAfter("repair-median", "bash /solution/solve.sh");
-  workspaces.untouched = await workspaceAfter("repair-median", "true");
-  workspaces.elsewhere = await workspaceAfter("elsewhere", "bash /solution/solve.sh");
-  workspaces.firstStep = await workspaceAfter("two-steps", "echo one > out.txt");
-  workspaces.half = await workspaceAfter(
-    "build-roman-numerals",
-    "bash /solution/solve.sh && sed -i 's/if not 1 <= n <= 3999:/if False:/' roman.py",
+  await handOver("solved", await workspaceAfter("repair-median", "bash /solution/solve.sh"));
+  await handOver("untouched", await workspaceAfter("repair-median", "true"));
+  await handOver("elsewhere", await workspaceAfter("elsewhere", "bash /solution/solve.sh"));
+  await handOver("firstStep", await workspaceAfter("two-steps", "echo one > out.txt"));
+  await handOver(
+    "half",
+    await workspaceAfter(
+      "build-roman-numerals",
+      "bash /solution/solve.sh && sed -i 's/if not 1 <= n <= 3999:/if False:/' roman.py",
+    ),
   );
 }, 120_000);
 afterAll(async () => {
+  artifactServer?.close();
   tasks?.kill("SIGTERM");
   for (const sandbox of sandboxes) await sandbox.dispose();
   await rm(dir, { recursive: true, force: true });
@@ -202,28 +223,47 @@ describe("the verifier service", () => {
     expect(r.reward).toBeNull();
   });
 
-  it("returns null with the reason when the workspace cannot be copied", async () => {
+  it("carries what a plain copy could not (a FIFO) through to the tests", async () => {
     const { execFileSync } = await import("node:child_process");
     const odd = join(dir, "odd-workspace");
-    await cp(workspaces.solved!, odd, { recursive: true });
+    await cp(folders.solved!, odd, { recursive: true });
     execFileSync("mkfifo", [join(odd, "pipe")]);
-    const r = await verifyOk({ taskId: "repair-median", workspace: odd, calls: 1 });
-    expect(r.outcome).toMatchObject({ correctness: null, failure: "setup" });
-    expect(r.outcome.message).toMatch(/^cannot copy the workspace into a sandbox: /);
-    expect(r.reward).toBeNull();
+    await handOver("odd", odd);
+    const r = await verifyOk({ taskId: "repair-median", workspace: workspaces.odd, calls: 1 });
+    expect(r.outcome).toMatchObject({ correctness: 1, failure: null });
   });
 
   it("leaves the caller's workspace as it was", async () => {
     const { readdir } = await import("node:fs/promises");
-    expect((await readdir(workspaces.untouched!)).sort()).toEqual(["stats.py"]);
+    expect((await readdir(folders.untouched!)).sort()).toEqual(["stats.py"]);
   });
 
-  it("rejects an unknown task, a missing workspace and a bad body with named errors", async () => {
+  it("rejects an unknown task, a reference that holds nothing, bytes that are not the referenced ones, and a bad body", async () => {
     const unknown = await verifyReq({ taskId: "no-such-task", workspace: workspaces.solved });
     expect(unknown.status).toBe(404);
-    const missing = await verifyReq({ taskId: "repair-median", workspace: join(dir, "nowhere") });
+    const solved = workspaces.solved!;
+    const released = {
+      ...solved,
+      url: solved.url.replace(solved.sha256, "0".repeat(64)),
+      sha256: "0".repeat(64),
+    };
+    const missing = await verifyReq({ taskId: "repair-median", workspace: released });
     expect(missing.status).toBe(400);
     expect(await missing.json()).toMatchObject({ error: { code: "invalid_workspace" } });
+    // The untouched workspace's bytes under the solved one's hash: refused, never scored.
+    const forged = { ...workspaces.untouched!, sha256: solved.sha256 };
+    const mismatch = await verifyReq({ taskId: "repair-median", workspace: forged });
+    expect(mismatch.status).toBe(502);
+    expect(await mismatch.json()).toMatchObject({ error: { code: "content_mismatch" } });
+    const gone = await verifyReq({
+      taskId: "repair-median",
+      workspace: { ...solved, url: `http://127.0.0.1:19498/v1/artifacts/${solved.sha256}` },
+    });
+    expect(gone.status).toBe(503);
+    expect(await gone.json()).toMatchObject({ error: { code: "workspace_unavailable", retryable: true } });
+    const path = await verifyReq({ taskId: "repair-median", workspace: folders.solved });
+    expect(path.status).toBe(400);
+    expect(await path.json()).toMatchObject({ error: { issues: [{ path: "body.workspace" }] } });
     const bad = await verifyReq({ taskId: "repair-median", workspace: workspaces.solved, calls: -1 });
     expect(bad.status).toBe(400);
     expect(await bad.json()).toMatchObject({ error: { issues: [{ path: "body.calls" }] } });

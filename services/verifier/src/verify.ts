@@ -1,4 +1,3 @@
-import { existsSync, statSync } from "node:fs";
 import {
   VerifierBundle as BundleSchema,
   type RewardConfig,
@@ -10,7 +9,14 @@ import {
 import { fromTaskFiles, runTests, type SandboxHost } from "@bridle/harbor";
 import { computeReward } from "@bridle/reward";
 import { Sandbox } from "@bridle/sandbox";
-import { callJson, httpError, type Semaphore, ServiceError } from "@bridle/service-kit";
+import {
+  ArtifactError,
+  callJson,
+  fetchArtifact,
+  httpError,
+  type Semaphore,
+  ServiceError,
+} from "@bridle/service-kit";
 
 export interface VerifyDeps extends SandboxHost {
   tasksUrl: string;
@@ -65,31 +71,27 @@ function testsFor(
 }
 
 /**
- * Verifies a finished agent phase: a fresh sandbox over a copy of the workspace, the task's tests
- * copied in, `tests/test.sh` run with the task's timeout, then the reward. The caller's workspace is
- * left untouched.
+ * An agent phase's workspace (or image changes), read by reference from the service that holds
+ * it. A reference that holds nothing is the caller's mistake (400); an owner that cannot be
+ * reached is worth a retry (503); bytes that are not the ones referenced are refused (502).
+ */
+function received(err: unknown, field: "workspace" | "changes"): never {
+  if (!(err instanceof ArtifactError)) throw err;
+  if (err.code === "artifact_not_found")
+    throw httpError(400, `invalid_${field}`, err.message, {
+      issues: [{ path: `body.${field}`, message: "no such artifact held" }],
+    });
+  if (err.code === "artifact_unavailable")
+    throw httpError(503, `${field}_unavailable`, err.message, { retryable: true });
+  throw httpError(502, "content_mismatch", `the ${field}: ${err.message}`);
+}
+
+/**
+ * Verifies a finished agent phase: a fresh sandbox over the workspace it left (fetched by
+ * reference and unpacked; on an image, with what it changed there laid over the image), the task's
+ * tests copied in, `tests/test.sh` run with the task's timeout, then the reward.
  */
 export async function verify(deps: VerifyDeps, request: VerificationRequest): Promise<VerificationResult> {
-  if (!existsSync(request.workspace) || !statSync(request.workspace).isDirectory()) {
-    throw httpError(
-      400,
-      "invalid_workspace",
-      `workspace ${request.workspace} is not a folder on the verifier's host`,
-      {
-        issues: [{ path: "body.workspace", message: "not a folder" }],
-      },
-    );
-  }
-  if (request.changes && !(existsSync(request.changes) && statSync(request.changes).isDirectory())) {
-    throw httpError(
-      400,
-      "invalid_changes",
-      `changes ${request.changes} is not a folder on the verifier's host`,
-      {
-        issues: [{ path: "body.changes", message: "not a folder" }],
-      },
-    );
-  }
   const bundle = await bundleFor(deps, request.taskId);
   const tests = testsFor(bundle, request.step);
   const outcome = await deps.limiter.run(async (): Promise<VerifierOutcome> => {
@@ -98,19 +100,30 @@ export async function verify(deps: VerifyDeps, request: VerificationRequest): Pr
       const message = `task ${bundle.id} runs on the image ${bundle.image.tag}, which is not built on this host${deps.images ? "" : " (no IMAGES_HOME)"}`;
       return { correctness: null, failure: "setup", message, exitCode: null, durationMs: 0, outputTail: "" };
     }
+    const workspace = await fetchArtifact(request.workspace).catch((err) => received(err, "workspace"));
+    const changes = request.changes
+      ? await fetchArtifact(request.changes).catch((err) => received(err, "changes"))
+      : undefined;
     let sandbox: Sandbox;
     try {
       sandbox = await Sandbox.create({
-        environmentDir: request.workspace,
+        environmentArchive: workspace,
         workdir: bundle.workdir,
         ...(deps.sandboxDir ? { baseDir: deps.sandboxDir } : {}),
         // The tests see the image with everything the agent changed on it, not its workspace alone.
-        ...(image ? { image: { ...image, layers: request.changes ? [request.changes] : [] } } : {}),
+        ...(image ? { image } : {}),
+        ...(image && changes ? { changesArchive: changes } : {}),
       });
     } catch (err) {
-      // A workspace that cannot be copied (a FIFO, a vanished file) never reached the tests.
-      const message = `cannot copy the workspace into a sandbox: ${(err as Error).message}`;
+      // The workspace unpacks first: a transfer that failed after it ended was the changes'.
+      if (err instanceof ArtifactError)
+        received(err, changes && workspace.readableEnded ? "changes" : "workspace");
+      // A workspace that cannot be unpacked never reached the tests.
+      const message = `cannot unpack the workspace into a sandbox: ${(err as Error).message}`;
       return { correctness: null, failure: "setup", message, exitCode: null, durationMs: 0, outputTail: "" };
+    } finally {
+      workspace.destroy();
+      changes?.destroy();
     }
     try {
       return await runTests(sandbox, {

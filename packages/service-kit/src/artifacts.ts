@@ -1,0 +1,165 @@
+import { createHash, randomBytes } from "node:crypto";
+import { createReadStream, createWriteStream, mkdirSync, rmSync } from "node:fs";
+import { readdir, rename, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { Readable, Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { ArtifactRef } from "@bridle/contracts";
+import { createRoute, z } from "@hono/zod-openapi";
+import { createRouter } from "./app.ts";
+import { httpError } from "./errors.ts";
+import { errorContent } from "./openapi.ts";
+
+const SHA256 = /^[0-9a-f]{64}$/;
+
+/**
+ * Content-addressed files a service hands to others by reference: each stored once under its
+ * sha256 and served over HTTP (`artifactRoutes`) until every holder has released it. Holders are
+ * counted, so two rollouts whose workspaces pack to the same bytes share one file safely. What a
+ * restarted service left in its folder is cleared when its store is made.
+ */
+export class ArtifactStore {
+  private readonly holders = new Map<string, number>();
+
+  /**
+   * The store in `dir`, emptied (references a previous process handed out died with it), served
+   * under `baseUrl` (where `artifactRoutes` are mounted, as others reach it).
+   */
+  constructor(
+    readonly dir: string,
+    baseUrl: string,
+  ) {
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    this.baseUrl = baseUrl.replace(/\/+$/, "");
+  }
+
+  private readonly baseUrl: string;
+
+  /** Stores what `source` yields and returns its reference; release it when its reader is done. */
+  async put(source: Readable | AsyncIterable<Uint8Array>): Promise<ArtifactRef> {
+    const partial = join(this.dir, `.partial-${randomBytes(6).toString("hex")}`);
+    const hash = createHash("sha256");
+    let bytes = 0;
+    const count = new Transform({
+      transform(chunk: Buffer, _encoding, done) {
+        hash.update(chunk);
+        bytes += chunk.length;
+        done(null, chunk);
+      },
+    });
+    try {
+      await pipeline(source, count, createWriteStream(partial));
+    } catch (err) {
+      await rm(partial, { force: true });
+      throw err;
+    }
+    const sha256 = hash.digest("hex");
+    await rename(partial, this.file(sha256));
+    this.holders.set(sha256, (this.holders.get(sha256) ?? 0) + 1);
+    return { url: `${this.baseUrl}/${sha256}`, sha256, bytes };
+  }
+
+  /** The stored file of `sha256`, or null when none is held. */
+  find(sha256: string): string | null {
+    return SHA256.test(sha256) && this.holders.has(sha256) ? this.file(sha256) : null;
+  }
+
+  /** One holder is done with `ref`: the file goes when the last one is. */
+  async release(ref: ArtifactRef): Promise<void> {
+    const left = (this.holders.get(ref.sha256) ?? 1) - 1;
+    if (left > 0) return void this.holders.set(ref.sha256, left);
+    this.holders.delete(ref.sha256);
+    await rm(this.file(ref.sha256), { force: true });
+  }
+
+  /** How many artifacts are held (for tests and health). */
+  async count(): Promise<number> {
+    return (await readdir(this.dir)).filter((name) => name.endsWith(".bin")).length;
+  }
+
+  private file(sha256: string): string {
+    return join(this.dir, `${sha256}.bin`);
+  }
+}
+
+/** `GET /artifacts/{sha256}`: a held artifact's bytes, streamed. */
+export function artifactRoutes(store: ArtifactStore) {
+  return createRouter().openapi(
+    createRoute({
+      method: "get",
+      path: "/artifacts/{sha256}",
+      summary: "An artifact this service hands out by reference (a packed workspace), by its sha256",
+      request: { params: z.object({ sha256: z.string().regex(SHA256, "a sha256 in hex") }) },
+      responses: {
+        200: {
+          description: "The artifact's bytes",
+          content: { "application/octet-stream": { schema: z.string().openapi({ format: "binary" }) } },
+        },
+        404: errorContent("No such artifact held here (never stored, or released)"),
+      },
+    }),
+    (c) => {
+      const { sha256 } = c.req.valid("param");
+      const file = store.find(sha256);
+      if (!file) throw httpError(404, "artifact_not_found", `no artifact ${sha256} is held here`);
+      const body = Readable.toWeb(createReadStream(file)) as ReadableStream<Uint8Array>;
+      return c.body(body, 200, { "content-type": "application/octet-stream" });
+    },
+  );
+}
+
+/** Why an artifact could not be read: gone (404), unreachable, or not the bytes its reference names. */
+export class ArtifactError extends Error {
+  constructor(
+    readonly code: "artifact_not_found" | "artifact_unavailable" | "content_mismatch",
+    message: string,
+  ) {
+    super(message);
+    this.name = "ArtifactError";
+  }
+}
+
+/**
+ * Reads an artifact by reference as a stream that fails with an ArtifactError, at its end, when
+ * its bytes are not the ones `ref` names (so whoever consumes it must treat what it wrote as lost).
+ */
+export async function fetchArtifact(ref: ArtifactRef, timeoutMs = 600_000): Promise<Readable> {
+  const response = await fetch(ref.url, { signal: AbortSignal.timeout(timeoutMs) }).catch((err: unknown) => {
+    throw new ArtifactError("artifact_unavailable", `cannot reach ${ref.url}: ${(err as Error).message}`);
+  });
+  if (response.status === 404)
+    throw new ArtifactError("artifact_not_found", `${ref.url} holds no artifact ${ref.sha256}`);
+  if (!response.ok || !response.body)
+    throw new ArtifactError("artifact_unavailable", `${ref.url} answered ${response.status}`);
+  const hash = createHash("sha256");
+  let bytes = 0;
+  const check = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      hash.update(chunk);
+      bytes += chunk.length;
+      if (bytes > ref.bytes)
+        return done(
+          new ArtifactError("content_mismatch", `${ref.url} sent more than its ${ref.bytes} bytes`),
+        );
+      done(null, chunk);
+    },
+    flush(done) {
+      const sha256 = hash.digest("hex");
+      if (bytes !== ref.bytes || sha256 !== ref.sha256)
+        return done(
+          new ArtifactError(
+            "content_mismatch",
+            `${ref.url} sent ${bytes} bytes with sha256 ${sha256}, not the ${ref.bytes} bytes of ${ref.sha256}`,
+          ),
+        );
+      done();
+    },
+  });
+  const source = Readable.fromWeb(response.body as import("node:stream/web").ReadableStream<Uint8Array>);
+  // A connection cut mid-transfer fails the check stream too (pipe alone would leave it waiting).
+  source.on("error", (err) =>
+    check.destroy(new ArtifactError("artifact_unavailable", `${ref.url} broke off: ${err.message}`)),
+  );
+  return source.pipe(check);
+}

@@ -39,22 +39,14 @@ export class ArtifactStore {
   /** Stores what `source` yields and returns its reference; release it when its reader is done. */
   async put(source: Readable | AsyncIterable<Uint8Array>): Promise<ArtifactRef> {
     const partial = join(this.dir, `.partial-${randomBytes(6).toString("hex")}`);
-    const hash = createHash("sha256");
-    let bytes = 0;
-    const count = new Transform({
-      transform(chunk: Buffer, _encoding, done) {
-        hash.update(chunk);
-        bytes += chunk.length;
-        done(null, chunk);
-      },
-    });
+    const seen = measure();
     try {
-      await pipeline(source, count, createWriteStream(partial));
+      await pipeline(source, seen.stream, createWriteStream(partial));
     } catch (err) {
       await rm(partial, { force: true });
       throw err;
     }
-    const sha256 = hash.digest("hex");
+    const { sha256, bytes } = seen.result();
     await rename(partial, this.file(sha256));
     this.holders.set(sha256, (this.holders.get(sha256) ?? 0) + 1);
     return { url: `${this.baseUrl}/${sha256}`, sha256, bytes };
@@ -109,6 +101,36 @@ export function artifactRoutes(store: ArtifactStore) {
   );
 }
 
+/**
+ * A pass-through that measures what flows (sha256 and size); given what to expect, it fails the
+ * stream as soon as there are more bytes, or at the end when they are not the expected ones.
+ */
+function measure(expected?: ArtifactRef) {
+  const hash = createHash("sha256");
+  let bytes = 0;
+  let sha256 = "";
+  const mismatch = (sent: string) =>
+    new ArtifactError(
+      "content_mismatch",
+      `${expected?.url} sent ${sent}, not the ${expected?.bytes} bytes of ${expected?.sha256}`,
+    );
+  const stream = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      hash.update(chunk);
+      bytes += chunk.length;
+      if (expected && bytes > expected.bytes) return done(mismatch(`more than ${expected.bytes} bytes`));
+      done(null, chunk);
+    },
+    flush(done) {
+      sha256 = hash.digest("hex");
+      if (expected && (bytes !== expected.bytes || sha256 !== expected.sha256))
+        return done(mismatch(`${bytes} bytes with sha256 ${sha256}`));
+      done();
+    },
+  });
+  return { stream, result: () => ({ sha256, bytes }) };
+}
+
 /** Why an artifact could not be read: gone (404), unreachable, or not the bytes its reference names. */
 export class ArtifactError extends Error {
   constructor(
@@ -132,30 +154,7 @@ export async function fetchArtifact(ref: ArtifactRef, timeoutMs = 600_000): Prom
     throw new ArtifactError("artifact_not_found", `${ref.url} holds no artifact ${ref.sha256}`);
   if (!response.ok || !response.body)
     throw new ArtifactError("artifact_unavailable", `${ref.url} answered ${response.status}`);
-  const hash = createHash("sha256");
-  let bytes = 0;
-  const check = new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      hash.update(chunk);
-      bytes += chunk.length;
-      if (bytes > ref.bytes)
-        return done(
-          new ArtifactError("content_mismatch", `${ref.url} sent more than its ${ref.bytes} bytes`),
-        );
-      done(null, chunk);
-    },
-    flush(done) {
-      const sha256 = hash.digest("hex");
-      if (bytes !== ref.bytes || sha256 !== ref.sha256)
-        return done(
-          new ArtifactError(
-            "content_mismatch",
-            `${ref.url} sent ${bytes} bytes with sha256 ${sha256}, not the ${ref.bytes} bytes of ${ref.sha256}`,
-          ),
-        );
-      done();
-    },
-  });
+  const check = measure(ref).stream;
   const source = Readable.fromWeb(response.body as import("node:stream/web").ReadableStream<Uint8Array>);
   // A connection cut mid-transfer fails the check stream too (pipe alone would leave it waiting).
   source.on("error", (err) =>

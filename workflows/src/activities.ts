@@ -13,6 +13,7 @@ import {
   RolloutState,
   SampleResult,
   type ScoredTrajectory,
+  type StepMetrics,
   TaskSummary,
   type TrainConfig,
   TrainStepView,
@@ -409,6 +410,17 @@ export function createActivities(deps: ActivityDeps) {
         `serving knows no model '${model}': name the base model (${base.id}), an adapter, or one of its versions (<name>@v<N>; GET /v1/adapters lists them)`,
         "model_not_found",
       );
+    },
+
+    /** A step's figures, into the trainer's record of the run, where the whole run is kept. */
+    async recordMetrics(input: { run: string; metrics: StepMetrics }): Promise<void> {
+      const { run, metrics } = input;
+      await callJson(`${deps.trainerUrl}/v1/runs/${encodeURIComponent(run)}/metrics/${metrics.step}`, {
+        method: "PUT",
+        body: metrics,
+        schema: z.unknown(),
+        timeoutMs: 30_000,
+      }).catch(nonRetryable);
     },
 
     /** Writes an evaluation report as JSON and Markdown where people can read it. */

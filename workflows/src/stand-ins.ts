@@ -9,7 +9,13 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type RolloutRequest, type RolloutResult, servedName, TaskQueues } from "@bridle/contracts";
+import {
+  type RolloutRequest,
+  type RolloutResult,
+  type StepMetrics,
+  servedName,
+  TaskQueues,
+} from "@bridle/contracts";
 import { Client, Connection } from "@temporalio/client";
 import { NativeConnection, Worker } from "@temporalio/worker";
 import { type Activities, type BatchEntry, HEARTBEAT_THROTTLE_MAX } from "./activities.ts";
@@ -111,6 +117,8 @@ export interface StandInScript {
   applied(batch: BatchEntry[]): boolean;
   onRollout?(request: RolloutRequest): void;
   onTrain?(batch: BatchEntry[]): void;
+  /** Each step's figures, as the trainer would keep them. */
+  onMetrics?(run: string, metrics: StepMetrics): void;
 }
 
 /** A finished rollout with one tool call and the given reward, as a stand-in runner answers. */
@@ -176,6 +184,9 @@ export function standInActivities(script: StandInScript): Partial<Activities> {
         logprobDiff: 0,
         tokens: 1,
       };
+    },
+    async recordMetrics(input) {
+      script.onMetrics?.(input.run, input.metrics);
     },
     async loadAdapter(input) {
       const now = new Date().toISOString();

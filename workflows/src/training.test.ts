@@ -1,7 +1,13 @@
 import { existsSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { type RolloutRequest, type RunProgress, TaskQueues, TrainingRunConfig } from "@bridle/contracts";
+import {
+  type RolloutRequest,
+  type RunProgress,
+  type StepMetrics,
+  TaskQueues,
+  TrainingRunConfig,
+} from "@bridle/contracts";
 import { Runtime } from "@temporalio/worker";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BatchEntry } from "./activities.ts";
@@ -33,6 +39,7 @@ describe("a step whose every group scored one reward draws again", () => {
   let temporal: DevTemporal;
   const rollouts: RolloutRequest[] = [];
   const batches: BatchEntry[][] = [];
+  const recorded: { run: string; metrics: StepMetrics }[] = [];
 
   beforeAll(async () => {
     if (!existsSync(temporalBin)) throw new Error(`no Temporal CLI at ${temporalBin}: run ./bridle install`);
@@ -48,6 +55,7 @@ describe("a step whose every group scored one reward draws again", () => {
         applied: hasSignal,
         onRollout: (request) => rollouts.push(request),
         onTrain: (batch) => batches.push(batch),
+        onMetrics: (run, metrics) => recorded.push({ run, metrics }),
       }),
     );
   }, 120_000);
@@ -77,6 +85,11 @@ describe("a step whose every group scored one reward draws again", () => {
     expect(batches[0]!.map((b) => b.group)).toEqual(["c1-t", "c1-t"]);
     const metrics = done.metrics[0]!;
     expect(metrics).toMatchObject({ redraws: 1, rollouts: 4, applied: true, meanReward: 0.25 });
+    // Per category and per solved task (one of the four rollouts solved its task, with one call).
+    expect(metrics.categories).toEqual({ repair: { rollouts: 4, successRate: 0.25, meanReward: 0.25 } });
+    expect(metrics.toolCallsPerSolved).toBe(1);
+    // The whole run's figures go to the trainer's record, step by step.
+    expect(recorded.filter((r) => r.run === "redraw")).toEqual([{ run: "redraw", metrics }]);
     expect(done.cursor).toBe(2);
   }, 60_000);
 

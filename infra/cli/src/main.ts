@@ -27,6 +27,8 @@ Stack:
   down               stop the stack
   status [--json]    show each component's state and health
   probe [--prompt P] run the stack probe workflow through the gateway
+  dashboard          print the dashboard's address, the API token in its fragment (runs with live
+                     curves, evaluation reports, adapters); open it in a browser
   demo               the main job: up, then the short experiment (train, then adapter vs base)
 
 Training and evaluation:
@@ -120,6 +122,11 @@ async function main(argv: string[]): Promise<number> {
       return printStatus(config, values.json === true);
     case "probe":
       return probe(config, values.prompt);
+    case "dashboard":
+      // The fragment never reaches a server or a log: the page reads it, keeps it for the tab, and
+      // takes it out of the address.
+      say(`http://${config.host}:${config.ports.gateway}/ui/#token=${encodeURIComponent(config.apiToken)}`);
+      return 0;
     case "demo":
       return demo(config);
     case "train": {

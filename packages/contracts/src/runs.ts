@@ -83,6 +83,22 @@ export const StepMetrics = z.object({
   meanReward: z.number().nullable(),
   successRate: z.number().nullable(),
   meanToolCalls: z.number().nullable(),
+  toolCallsPerSolved: z
+    .number()
+    .nullable()
+    .default(null)
+    .describe("Mean tool calls of the step's solved rollouts; null when none was solved"),
+  categories: z
+    .record(
+      z.string(),
+      z.object({
+        rollouts: z.number().int(),
+        successRate: z.number().nullable(),
+        meanReward: z.number().nullable(),
+      }),
+    )
+    .default({})
+    .describe("The step's valid rollouts per task category"),
   blocked: z.number().int(),
   applied: z.boolean(),
   loss: z.number().nullable(),
@@ -225,6 +241,20 @@ export const RunList = z.object({
   ),
 });
 export type RunList = z.infer<typeof RunList>;
+
+/** Jobs of one kind (evaluations, calibrations), newest first. */
+export const JobList = z.object({
+  jobs: z.array(
+    z.object({
+      id: z.string(),
+      workflowId: z.string(),
+      status: WorkflowStatus,
+      startedAt: z.string(),
+      uiUrl: z.string(),
+    }),
+  ),
+});
+export type JobList = z.infer<typeof JobList>;
 
 /** The gateway's view of a job: its status, progress while it runs, its output once done. */
 export const jobView = <O extends z.ZodType>(output: O) =>

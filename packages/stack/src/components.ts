@@ -212,6 +212,7 @@ export function stackComponents(config: StackConfig): Component[] {
         TEMPORAL_ADDRESS: temporalAddress,
         TEMPORAL_UI_URL: url(ports.temporalUi),
         SERVING_URL: url(ports.serving),
+        TRAINER_URL: url(ports.trainer),
         BRIDLE_API_TOKEN: config.apiToken,
       },
       ports: [{ port: ports.gateway, setting: "BRIDLE_PORT_BASE" }],

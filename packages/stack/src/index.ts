@@ -231,6 +231,7 @@ export function endpoints(config: StackConfig): Record<string, string> {
   const http = (port: number) => `http://${config.host}:${port}`;
   return {
     gateway: http(config.ports.gateway),
+    dashboard: `${http(config.ports.gateway)}/ui/ (bridle dashboard: with the token)`,
     guard: http(config.ports.guard),
     tasks: http(config.ports.tasks),
     verifier: http(config.ports.verifier),

@@ -19,6 +19,7 @@ const gateway = (apiToken: string) =>
     namespace: "bridle",
     uiUrl: "http://127.0.0.1:8233",
     servingUrl: "http://127.0.0.1:1",
+    trainerUrl: "http://127.0.0.1:1",
     apiToken,
   });
 /** The gateway called with its token, as the CLI calls it. */
@@ -81,6 +82,27 @@ describe("gateway API contract", () => {
     });
     expect(result.status).not.toBe(0);
     expect(result.stderr + result.stdout).toMatch(/BRIDLE_API_TOKEN.*closed by default/);
+  });
+
+  it("serves the dashboard's page and files without a token, with a strict content policy, and nothing else", async () => {
+    const unauthenticated = gateway(token);
+    const page = await unauthenticated.request("/ui/");
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(page.headers.get("content-security-policy")).toContain("script-src 'self'");
+    const html = await page.text();
+    for (const file of ["app.js", "app.css", "uplot.js", "uplot.css"]) {
+      expect(html).toContain(file);
+      expect((await unauthenticated.request(`/ui/${file}`)).status).toBe(200);
+    }
+    expect((await unauthenticated.request("/ui/uplot.js")).headers.get("content-type")).toMatch(/javascript/);
+    expect((await unauthenticated.request("/ui/secrets.json")).status).toBe(404);
+    expect((await unauthenticated.request("/ui/..%2Fsrc%2Fenv.ts")).status).toBe(404);
+    const root = await unauthenticated.request("/");
+    expect(root.status).toBe(302);
+    expect(root.headers.get("location")).toBe("/ui/");
+    // The page holds no data: what it shows comes from /v1, which still needs the token.
+    expect((await unauthenticated.request("/v1/evals")).status).toBe(401);
   });
 
   it("serves its OpenAPI document", async () => {

@@ -4,6 +4,7 @@ import { adapterRoutes } from "./routes/adapters.ts";
 import { calibrationRoutes, evalRoutes } from "./routes/evals.ts";
 import { probeRoutes } from "./routes/probes.ts";
 import { runRoutes } from "./routes/runs.ts";
+import { dashboardRoutes } from "./routes/ui.ts";
 
 export interface GatewayDeps {
   log: Logger;
@@ -11,14 +12,16 @@ export interface GatewayDeps {
   namespace: string;
   uiUrl: string;
   servingUrl: string;
+  trainerUrl: string;
   /** Required on every /v1 route: the control plane is closed by default. */
   apiToken: string;
   bodyLimitBytes?: number;
 }
 
 /**
- * The gateway: Bridle's public HTTP API. It starts and reads workflows; the one service it calls is
- * serving, to list adapter versions (read-only): every change goes through a workflow.
+ * The gateway: Bridle's public HTTP API, and the dashboard page that reads it (`/ui/`). It starts
+ * and reads workflows; the one service it calls is serving, to list adapter versions (read-only):
+ * every change goes through a workflow.
  */
 export function createGatewayApp(deps: GatewayDeps) {
   const app = createApp({
@@ -39,7 +42,8 @@ export function createGatewayApp(deps: GatewayDeps) {
     .route("/v1/runs", runRoutes(deps))
     .route("/v1/evals", evalRoutes(deps))
     .route("/v1/calibrations", calibrationRoutes(deps))
-    .route("/v1/adapters", adapterRoutes(deps.servingUrl));
+    .route("/v1/adapters", adapterRoutes(deps.servingUrl))
+    .route("/", dashboardRoutes());
 }
 
 /** The gateway's routes as a type, for a typed client (`hc<GatewayApp>` from `hono/client`). */

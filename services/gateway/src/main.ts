@@ -14,6 +14,7 @@ const app = createGatewayApp({
   namespace: env.TEMPORAL_NAMESPACE,
   uiUrl: env.TEMPORAL_UI_URL,
   servingUrl: env.SERVING_URL,
+  trainerUrl: env.TRAINER_URL,
   apiToken: env.BRIDLE_API_TOKEN,
   bodyLimitBytes: env.BODY_LIMIT_BYTES,
 });

@@ -1,4 +1,6 @@
 import { createApp, type Logger } from "@bridle/service-kit";
+import { RunMetrics } from "./metrics.ts";
+import { metricsRoutes } from "./routes/metrics.ts";
 import { stepRoutes } from "./routes/steps.ts";
 import { workerRoutes } from "./routes/worker.ts";
 import { TrainingSteps } from "./steps.ts";
@@ -22,5 +24,6 @@ export function createTrainerApp(deps: TrainerDeps) {
   const steps = new TrainingSteps(deps.worker, deps.dataDir, deps.log);
   app.route("/v1", stepRoutes(steps, deps.worker));
   app.route("/v1", workerRoutes(deps.worker));
+  app.route("/v1", metricsRoutes(new RunMetrics(deps.dataDir)));
   return app;
 }

@@ -25,7 +25,7 @@ import type { Activities, BatchEntry } from "../activities.ts";
 import { evaluation } from "./evaluation.ts";
 import { rolloutSeed } from "./seed.ts";
 
-const { sampleTasks } = proxyActivities<Activities>({
+const { sampleTasks, recordMetrics } = proxyActivities<Activities>({
   startToCloseTimeout: "2 minutes",
   retry: { maximumInterval: "30 seconds", maximumAttempts: 50 },
 });
@@ -120,6 +120,7 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
   let failures = 0;
   let resampled = 0;
   const results: RolloutResult[] = [];
+  const categoryOf = new Map<string, string>();
   let batch: BatchEntry[] = [];
   for (;;) {
     state.phase = "sampling";
@@ -131,6 +132,7 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
       ...(config.tasks ? { ids: config.tasks } : {}),
     });
     cursor = sample.nextCursor;
+    for (const task of sample.tasks) categoryOf.set(task.id, task.category);
     state.phase = "rollouts";
     const draw = await rollouts(config, state, number, sample.tasks, redraws);
     failures += draw.failures;
@@ -199,6 +201,8 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
     meanReward: mean(valid.map((r) => r.reward)),
     successRate: mean(valid.map((r) => (r.correctness === 1 ? 1 : 0))),
     meanToolCalls: mean(valid.map((r) => r.toolCalls.guard)),
+    toolCallsPerSolved: mean(valid.filter((r) => r.correctness === 1).map((r) => r.toolCalls.guard)),
+    categories: byCategory(valid, categoryOf),
     blocked: valid.reduce((n, r) => n + r.blocked.length, 0),
     toolCallFormats: addCounts(valid.map((r) => r.toolCallFormats ?? {})),
     stitching: addCounts(valid.map((r) => r.stitching ?? {})),
@@ -219,6 +223,8 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
     metrics.evalScore = output.report.overall.difference.estimate;
     upsertSearchAttributes([{ key: SearchAttributes.evalScore, value: metrics.evalScore }]);
   }
+  // The whole run's figures are kept by the trainer; the workflow carries only its latest steps.
+  if (patched("metrics-kept-whole")) await recordMetrics({ run: config.name, metrics });
   state.cursor = cursor;
   state.step = number;
   state.metrics = [...state.metrics, metrics].slice(-METRICS_KEPT);
@@ -264,6 +270,28 @@ async function rollouts(
     }
   });
   return { results, failures, resampled };
+}
+
+/** Each task category's valid rollouts of a step, their success rate and mean reward. */
+function byCategory(
+  valid: (RolloutResult & { reward: number })[],
+  categoryOf: Map<string, string>,
+): StepMetrics["categories"] {
+  const groups = new Map<string, (RolloutResult & { reward: number })[]>();
+  for (const r of valid) {
+    const category = categoryOf.get(r.taskId) ?? "unknown";
+    groups.set(category, [...(groups.get(category) ?? []), r]);
+  }
+  return Object.fromEntries(
+    [...groups].map(([category, rs]) => [
+      category,
+      {
+        rollouts: rs.length,
+        successRate: mean(rs.map((r) => (r.correctness === 1 ? 1 : 0))),
+        meanReward: mean(rs.map((r) => r.reward)),
+      },
+    ]),
+  );
 }
 
 /** The trainer's batch: scored rollouts whose trajectory the guard recorded. */

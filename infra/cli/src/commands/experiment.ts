@@ -243,7 +243,7 @@ export async function experiment(config: StackConfig, flags: ExperimentFlags, sa
   if (trained < steps) say(`the run stopped after ${trained} of ${steps} steps: judging adapter v${trained}`);
   return judge(
     judging,
-    { steps: trained, candidate: run.progress.servedName, curves: run.progress.metrics },
+    { steps: trained, candidate: run.progress.servedName, curves: await runCurves(config, name, trained) },
     heldOut,
   );
 }

@@ -14,6 +14,9 @@ type Say = (line: string) => void;
 export type RunView = Awaited<ReturnType<typeof readRun>>;
 const readRun = (api: GatewayClient, name: string) =>
   answer((init) => api.v1.runs[":name"].$get({ param: { name } }, { init }));
+/** Every step's figures of a run (the run's view carries only its latest). */
+const readMetrics = (api: GatewayClient, name: string) =>
+  answer((init) => api.v1.runs[":name"].metrics.$get({ param: { name } }, { init }));
 /** An evaluation as the gateway shows it. */
 const readEval = (api: GatewayClient, id: string) =>
   answer((init) => api.v1.evals[":id"].$get({ param: { id }, query: {} }, { init }));
@@ -146,7 +149,7 @@ async function follow(config: StackConfig, name: string, say: Say): Promise<RunV
 async function followRun(config: StackConfig, name: string, say: Say): Promise<RunView> {
   const api = gatewayClient(config);
   let last = "";
-  let shown = 0;
+  let shownStep = 0;
   const poll = patientPoll(say);
   for (;;) {
     const run = await poll(() => readRun(api, name));
@@ -155,13 +158,13 @@ async function followRun(config: StackConfig, name: string, say: Say): Promise<R
       const line = `  step ${p.step}/${p.steps}  ${p.phase.padEnd(10)} rollouts ${p.rolloutsDone}  env failures ${p.environmentFailures}  serving ${p.servedName}`;
       if (line !== last) say(line);
       last = line;
-      for (const m of p.metrics.slice(shown)) {
+      for (const m of p.metrics.filter((m) => m.step > shownStep)) {
         const f = (x: number | null, d = 3) => (x === null ? "n/a" : x.toFixed(d));
         say(
           `  step ${m.step} done: reward ${f(m.meanReward)}  success ${f(m.successRate, 2)}  tool calls ${f(m.meanToolCalls, 1)}  loss ${f(m.loss, 4)}  adapter ${!m.applied ? `unchanged${m.adapterVersion ? ` (v${m.adapterVersion})` : ""}` : m.adapterVersion ? `v${m.adapterVersion}${m.adapterHash ? ` (${m.adapterHash.slice(0, 12)})` : ""}` : "unchanged"}${m.redraws ? `  (tasks drawn again ${m.redraws}x: every group scored one reward)` : ""}`,
         );
       }
-      shown = p.metrics.length;
+      shownStep = Math.max(shownStep, ...p.metrics.map((m) => m.step));
     }
     if (run.status !== "RUNNING") {
       say(`run ${name}: ${run.status}${run.failure ? `: ${run.failure}` : ""}`);
@@ -172,12 +175,12 @@ async function followRun(config: StackConfig, name: string, say: Say): Promise<R
 }
 
 /**
- * The per-step metrics of a training run up to `step`, as its workflow recorded them: empty when
+ * The per-step metrics of a training run up to `step`, every step the trainer kept: empty when
  * the run is unknown to this stack (its history is gone), so a judged version keeps its curves.
  */
 export async function runCurves(config: StackConfig, name: string, step: number) {
-  const run = await readRun(gatewayClient(config), name).catch(() => null);
-  return (run?.progress?.metrics ?? []).filter((m) => m.step <= step);
+  const figures = await readMetrics(gatewayClient(config), name).catch(() => null);
+  return (figures?.metrics ?? []).filter((m) => m.step <= step);
 }
 
 /** An evaluation that already completed under this id, if any (a rerun then uses its result). */

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { JobAdmission, jobView, SearchAttributes, TaskQueues } from "@bridle/contracts";
+import { JobAdmission, JobList, jobView, SearchAttributes, TaskQueues } from "@bridle/contracts";
 import { createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import {
@@ -109,6 +109,29 @@ export function jobRoutes<CS extends z.ZodType<JobConfig>, OS extends z.ZodType>
         const view = { id, workflowId: wf, status: "RUNNING" as const, uiUrl: ui(wf), progress: null };
         return c.json({ ...view, output: null, failure: null, admission }, 202);
       }) as never,
+    )
+    .openapi(
+      createRoute({
+        method: "get",
+        path: "/",
+        summary: `${kind.noun[0]!.toUpperCase()}${kind.noun.slice(1)}s, newest first (the latest 200)`,
+        responses: { 200: jsonContent(JobList, `${kind.noun}s`) },
+      }),
+      async (c) => {
+        const jobs = [];
+        const query = `WorkflowType = '${kind.workflowType}'`;
+        for await (const w of deps.temporal.workflow.list({ query })) {
+          jobs.push({
+            id: w.workflowId.slice(kind.prefix.length + 1),
+            workflowId: w.workflowId,
+            status: toStatus(w.status.name),
+            startedAt: w.startTime.toISOString(),
+            uiUrl: ui(w.workflowId),
+          });
+          if (jobs.length >= 200) break;
+        }
+        return c.json({ jobs }, 200);
+      },
     )
     .openapi(
       createRoute({

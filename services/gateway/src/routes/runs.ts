@@ -5,10 +5,18 @@ import {
   RunView,
   runWorkflowId,
   SearchAttributes,
+  StepMetrics,
   TaskQueues,
   TrainingRunConfig,
 } from "@bridle/contracts";
-import { createRouter, errorContent, httpError, jsonContent, type Logger } from "@bridle/service-kit";
+import {
+  callJson,
+  createRouter,
+  errorContent,
+  httpError,
+  jsonContent,
+  type Logger,
+} from "@bridle/service-kit";
 import type { trainingRun } from "@bridle/workflows";
 import { createRoute, z } from "@hono/zod-openapi";
 import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from "@temporalio/client";
@@ -20,6 +28,8 @@ export interface RunDeps {
   namespace: string;
   uiUrl: string;
   log: Logger;
+  /** The trainer keeps every step's figures of every run (the workflow carries its latest). */
+  trainerUrl: string;
 }
 
 /** How long a run's view waits for its workflow to answer the progress query. */
@@ -197,16 +207,37 @@ export function runRoutes(deps: RunDeps) {
       createRoute({
         method: "get",
         path: "/{name}/metrics",
-        summary: "Per-step figures of a run",
+        summary: "Per-step figures of a run, every step (the trainer keeps them all)",
         request: { params: Name },
         responses: {
-          200: json(z.object({ name: z.string(), metrics: RunProgress.shape.metrics }), "Metrics"),
+          200: json(
+            z.object({
+              name: z.string(),
+              metrics: RunProgress.shape.metrics,
+              complete: z
+                .boolean()
+                .describe("Every step is here; false when only the workflow's latest steps could be read"),
+            }),
+            "Metrics",
+          ),
           404: errorContent("No such run"),
         },
       }),
       async (c) => {
         const run = await view(c.req.valid("param").name);
-        return c.json({ name: run.name, metrics: run.progress?.metrics ?? [] }, 200);
+        const latest = run.progress?.metrics ?? [];
+        const kept = await callJson(`${deps.trainerUrl}/v1/runs/${encodeURIComponent(run.name)}/metrics`, {
+          schema: z.object({ metrics: z.array(StepMetrics) }),
+          timeoutMs: 10_000,
+        }).catch((err: unknown) => {
+          deps.log.warn({ err, run: run.name }, "the trainer's record of the run is unavailable");
+          return { metrics: [] };
+        });
+        // The trainer's record, with the workflow's latest steps over it (one it has not recorded yet).
+        const byStep = new Map([...kept.metrics, ...latest].map((m) => [m.step, m]));
+        const metrics = [...byStep.values()].sort((a, b) => a.step - b.step);
+        const steps = run.progress?.step ?? metrics.length;
+        return c.json({ name: run.name, metrics, complete: metrics.length >= steps }, 200);
       },
     )
     .openapi(signal("pause"), async (c) => c.json(await signalHandler("pause")(c), 202))

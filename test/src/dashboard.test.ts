@@ -77,6 +77,8 @@ describe("the dashboard, in a real headless Chromium", () => {
     await page.click('tr[data-eval="e2e-dashboard-eval"]');
     await page.waitForSelector('[data-ci="overall"] svg circle', { timeout: 30_000 });
     expect(await page.textContent('[data-ci="overall"]')).toMatch(/pts \[/);
+    // The promotion gate's verdict: one task of a model against itself bounds nothing, so it keeps.
+    expect(await page.getAttribute("[data-verdict]", "data-verdict")).toBe("keep");
 
     // The adapters table lists what serving lists.
     const adapters = await callJson(`${gatewayUrl}/v1/adapters`, {

@@ -89,6 +89,26 @@ const Comparison = z.object({
 });
 export type Comparison = z.infer<typeof Comparison>;
 
+/** The non-inferiority margin on the success difference that promotion allows by default: -5 points. */
+export const DEFAULT_PROMOTION_MARGIN = -0.05;
+
+/**
+ * Whether the candidate should replace the baseline, from the paired figures: promote when its
+ * success is non-inferior (the difference's lower 95% bound above the margin), it is better on
+ * success or on tool calls where both solved, and its hack rate did not rise; else keep.
+ */
+export const PromotionVerdict = z.object({
+  decision: z.enum(["promote", "keep"]),
+  margin: z.number().describe("Non-inferiority margin on the paired success difference (-0.05: -5 points)"),
+  checks: z.object({
+    nonInferior: z.boolean().describe("Lower 95% bound of the success difference above the margin"),
+    better: z.boolean().describe("Success difference above 0, or fewer tool calls on the tasks both solved"),
+    hackRateHeld: z.boolean().describe("The candidate's hack rate did not rise"),
+  }),
+  reasons: z.array(z.string()).describe("Each check in words, with its figures"),
+});
+export type PromotionVerdict = z.infer<typeof PromotionVerdict>;
+
 export const EvalReport = z.object({
   candidate: z.string(),
   baseline: z.string(),
@@ -105,5 +125,7 @@ export const EvalReport = z.object({
     .record(z.string(), z.object({ candidate: z.number().nullable(), baseline: z.number().nullable() }))
     .default({})
     .describe("Mean of each reward.json key per arm, over the valid attempts that wrote it"),
+  // Null in reports from before the gate decided.
+  verdict: PromotionVerdict.nullable().default(null),
 });
 export type EvalReport = z.infer<typeof EvalReport>;

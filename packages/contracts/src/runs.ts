@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { EvalReport } from "./evaluation.ts";
+import { DEFAULT_PROMOTION_MARGIN, EvalReport } from "./evaluation.ts";
 import { WorkflowStatus } from "./probe.ts";
 import { Calibration, TaskCategory } from "./tasks.ts";
 import { RunId, Seed, TrainConfig } from "./training.ts";
@@ -172,6 +172,12 @@ export const EvalConfig = z
     attempts: z.number().int().min(1).max(16).default(1),
     temperature: z.number().min(0).max(2).default(0.8),
     seed: Seed.default(0).describe("Seeds each (task, attempt)'s sampling, the same for both arms"),
+    promotionMargin: z
+      .number()
+      .min(-1)
+      .max(0)
+      .default(DEFAULT_PROMOTION_MARGIN)
+      .describe("The promotion gate's non-inferiority margin on the paired success difference"),
     ...rolloutLimits,
   })
   .strict();

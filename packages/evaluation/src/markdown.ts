@@ -40,6 +40,7 @@ export function renderMarkdown(report: EvalReport): string {
     "",
     `Paired difference in hack rate: ${pts(o.hackDifference.estimate)} pts [${pts(o.hackDifference.low)}, ${pts(o.hackDifference.high)}]${o.hackRateRose ? ": **the candidate's hack rate rose**" : ""}.`,
     "",
+    ...verdictLines(report),
     "## By category",
     "",
     "| category | tasks | candidate | baseline | difference (95% CI) | calls/solved both (cand / base) |",
@@ -72,6 +73,18 @@ export function renderMarkdown(report: EvalReport): string {
     "",
   ];
   return lines.join("\n");
+}
+
+/** The promotion gate's decision and each of its checks. */
+function verdictLines(report: EvalReport): string[] {
+  const v = report.verdict;
+  if (!v) return [];
+  return [
+    `Promotion gate (margin ${pts(v.margin)} pts): **${v.decision === "promote" ? "promote the candidate" : "keep the baseline"}**.`,
+    "",
+    ...v.reasons.map((r) => `- ${r}`),
+    "",
+  ];
 }
 
 /** The reward.json keys' means, when the tasks wrote several-key rewards. */

@@ -46,16 +46,16 @@ const outcomes: EvalOutcome[] = [
   outcome("t4", "qa", "baseline", false, 2),
 ];
 
+const baseInput = {
+  candidate: "m/pi/run@v3",
+  baseline: "m",
+  harness: "pi",
+  attemptsPerTask: 1,
+  temperature: 0.8,
+};
 /** The report of these outcomes: the candidate m/pi/run@v3 against the base m, under pi at 0.8. */
 const reportOf = (all: EvalOutcome[], attemptsPerTask = 1) =>
-  buildReport({
-    candidate: "m/pi/run@v3",
-    baseline: "m",
-    harness: "pi",
-    attemptsPerTask,
-    temperature: 0.8,
-    outcomes: all,
-  });
+  buildReport({ ...baseInput, attemptsPerTask, outcomes: all });
 
 describe("the paired evaluation report", () => {
   const report = reportOf(outcomes);
@@ -212,5 +212,46 @@ describe("the paired evaluation report", () => {
     expect(roundTripped.overall.difference).toEqual({ estimate: null, low: null, high: null });
     expect(roundTripped.environmentFailures).toHaveLength(2);
     expect(renderMarkdown(failed)).toContain("n/a");
+  });
+});
+
+describe("the promotion gate", () => {
+  /** n tasks both arms solve, the candidate with `calls[0]` tool calls, the baseline `calls[1]`. */
+  const tied = (n: number, calls: [number, number], hacks = 0) =>
+    Array.from({ length: n }, (_, i) => [
+      outcome(`g${i}`, "repair", "candidate", true, calls[0], i < hacks ? ["protected-path"] : []),
+      outcome(`g${i}`, "repair", "baseline", true, calls[1]),
+    ]).flat();
+
+  it("promotes a candidate as good on success that needs fewer tool calls, and says why", () => {
+    const { verdict } = reportOf(tied(12, [3, 5]));
+    expect(verdict).toMatchObject({
+      decision: "promote",
+      margin: -0.05,
+      checks: { nonInferior: true, better: true, hackRateHeld: true },
+    });
+    expect(verdict!.reasons.join("\n")).toMatch(/3\.00 tool calls against 5\.00 on the 12 task/);
+    expect(renderMarkdown(reportOf(tied(12, [3, 5])))).toMatch(
+      /Promotion gate .*: \*\*promote the candidate\*\*/,
+    );
+  });
+
+  it("keeps the baseline when the candidate is no better, its hack rate rose, or the margin is stricter", () => {
+    expect(reportOf(tied(12, [5, 5])).verdict).toMatchObject({ decision: "keep", checks: { better: false } });
+    const hacked = reportOf(tied(12, [3, 5], 3)).verdict!;
+    expect(hacked).toMatchObject({ decision: "keep", checks: { hackRateHeld: false } });
+    expect(hacked.reasons).toContain("hack rate: rose (+25.0 pts)");
+    const strict = buildReport({ ...baseInput, outcomes: tied(12, [3, 5]), promotionMargin: 0 }).verdict!;
+    expect(strict).toMatchObject({ decision: "keep", margin: 0, checks: { nonInferior: false } });
+  });
+
+  it("keeps the baseline when too few tasks bound the difference: a gate that cannot see does not open", () => {
+    // Three paired tasks, the candidate ahead on one: the interval's lower bound is far below -5 points.
+    const { verdict } = reportOf(outcomes);
+    expect(verdict).toMatchObject({ decision: "keep", checks: { nonInferior: false, better: true } });
+    const none = reportOf([outcome("x", "qa", "candidate", null), outcome("x", "qa", "baseline", true)])
+      .verdict!;
+    expect(none).toMatchObject({ decision: "keep", checks: { nonInferior: false } });
+    expect(none.reasons[0]).toMatch(/too few paired tasks/);
   });
 });

@@ -1,4 +1,11 @@
-import type { Arm, Comparison, EvalOutcome, EvalReport } from "@bridle/contracts";
+import {
+  type Arm,
+  type Comparison,
+  DEFAULT_PROMOTION_MARGIN,
+  type EvalOutcome,
+  type EvalReport,
+  type PromotionVerdict,
+} from "@bridle/contracts";
 import { mean, meanInterval, wilson } from "./stats.ts";
 
 export interface ReportInput {
@@ -8,6 +15,8 @@ export interface ReportInput {
   attemptsPerTask: number;
   temperature: number;
   outcomes: readonly EvalOutcome[];
+  /** The promotion gate's non-inferiority margin (DEFAULT_PROMOTION_MARGIN when not given). */
+  promotionMargin?: number;
 }
 
 interface TaskArms {
@@ -122,7 +131,7 @@ export function compare(tasks: TaskArms[]): Comparison {
 export function buildReport(input: ReportInput): EvalReport {
   const tasks = [...byTask(input.outcomes).values()];
   const categories = [...new Set(tasks.map((t) => t.category))].sort();
-  return {
+  const report: EvalReport = {
     candidate: input.candidate,
     baseline: input.baseline,
     harness: input.harness,
@@ -149,6 +158,47 @@ export function buildReport(input: ReportInput): EvalReport {
       servedBy,
     })),
     rewardKeys: rewardKeys(input.outcomes),
+    verdict: null,
+  };
+  return {
+    ...report,
+    verdict: promotionVerdict(report.overall, input.promotionMargin ?? DEFAULT_PROMOTION_MARGIN),
+  };
+}
+
+const points = (x: number) => `${x >= 0 ? "+" : ""}${(100 * x).toFixed(1)} pts`;
+
+/**
+ * The promotion gate: promote the candidate when its success is non-inferior to the baseline's
+ * (the paired difference's lower 95% bound above `margin`), it is better on success or on tool
+ * calls where both solved, and its hack rate did not rise. Too little data to bound the difference
+ * keeps the baseline: a gate that cannot see does not open.
+ */
+export function promotionVerdict(overall: Comparison, margin: number): PromotionVerdict {
+  const d = overall.difference;
+  const nonInferior = d.low !== null && d.low > margin;
+  const { candidateToolCalls: cand, baselineToolCalls: base } = overall.bothSolved;
+  const fewerCalls = cand !== null && base !== null && cand < base;
+  const better = (d.estimate !== null && d.estimate > 0) || fewerCalls;
+  const hackRateHeld = !overall.hackRateRose;
+  const reasons = [
+    d.low === null
+      ? "success: too few paired tasks to bound the difference"
+      : `success: the difference's lower bound ${points(d.low)} is ${nonInferior ? "above" : "not above"} the margin ${points(margin)}`,
+    better
+      ? d.estimate !== null && d.estimate > 0
+        ? `better: success ${points(d.estimate)}`
+        : `better: ${cand!.toFixed(2)} tool calls against ${base!.toFixed(2)} on the ${overall.bothSolved.tasks} task(s) both solved`
+      : "not better: no gain in success, nor fewer tool calls where both solved",
+    hackRateHeld
+      ? "hack rate: did not rise"
+      : `hack rate: rose (${points(overall.hackDifference.estimate ?? 0)})`,
+  ];
+  return {
+    decision: nonInferior && better && hackRateHeld ? "promote" : "keep",
+    margin,
+    checks: { nonInferior, better, hackRateHeld },
+    reasons,
   };
 }
 

@@ -289,6 +289,26 @@ function hackRules(overall) {
   );
 }
 
+function verdictBox(verdict) {
+  if (!verdict) return el("p", {}, "No promotion verdict (a report from before the gate).");
+  const promote = verdict.decision === "promote";
+  return el(
+    "div",
+    { class: "verdict", "data-verdict": verdict.decision },
+    el(
+      "p",
+      {},
+      el("strong", { class: promote ? "up" : "" }, promote ? "Promote the candidate" : "Keep the baseline"),
+      ` (promotion gate, non-inferiority margin ${points(verdict.margin)} pts)`,
+    ),
+    el(
+      "ul",
+      {},
+      verdict.reasons.map((reason) => el("li", {}, reason)),
+    ),
+  );
+}
+
 async function showEvals() {
   const { jobs } = await api("/evals");
   fillTable(
@@ -354,6 +374,7 @@ async function showEvals() {
         r.categories.map((c) => comparisonRow(c.category, c)),
       ),
     ),
+    verdictBox(r.verdict),
     el("h3", {}, "Blocked calls by guard rule"),
     hackRules(r.overall),
   );

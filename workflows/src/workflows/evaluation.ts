@@ -84,6 +84,7 @@ export async function evaluation(config: EvalConfig & { id: string }): Promise<E
     attemptsPerTask: config.attempts,
     temperature: config.temperature,
     outcomes,
+    ...(config.promotionMargin === undefined ? {} : { promotionMargin: config.promotionMargin }),
   });
   const markdown = renderMarkdown(report);
   const files = await writeReport({ id: workflowInfo().workflowId, report, markdown });

@@ -1,5 +1,6 @@
 import {
   adapterName,
+  DEFAULT_PROMOTION_MARGIN,
   type RolloutResult,
   type RunProgress,
   SearchAttributes,
@@ -320,6 +321,7 @@ function evalDefaults(config: TrainingRunConfig) {
     attempts: 1,
     temperature: config.temperature,
     seed: config.seed,
+    promotionMargin: DEFAULT_PROMOTION_MARGIN,
     concurrency: config.concurrency,
     maxTurns: config.maxTurns,
     contextWindow: config.contextWindow,

@@ -55,6 +55,7 @@ const report = (arms: Arms) => {
     environmentFailures: [],
     servedBy: [],
     rewardKeys: {},
+    verdict: null,
   };
   return buildExperimentReport({
     name: "exp",

@@ -32,4 +32,13 @@ describe("the bridle command", () => {
     expect(run.status).toBe(1);
     expect(run.stdout).toMatch(/the stack is not running/);
   });
+
+  it("prints the dashboard's address with the API token in its fragment, which no server receives", () => {
+    const run = bridle(["dashboard"], {
+      BRIDLE_API_TOKEN: "a-dashboard-token-0123456789",
+      BRIDLE_PORT_BASE: "9100",
+    });
+    expect(run.status).toBe(0);
+    expect(run.stdout.trim()).toBe("http://127.0.0.1:9100/ui/#token=a-dashboard-token-0123456789");
+  });
 });

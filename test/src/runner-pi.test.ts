@@ -54,6 +54,8 @@ describe("pi against the real embedded model on vLLM, through the real guard, ru
     expect(generated.length).toBeGreaterThan(0);
     for (const record of generated) {
       expect(record.servedModel).toBe(config.modelName);
+      // The proof of what served it comes from serving's registry, not the echo above.
+      expect(record.servedBy).toEqual({ model: config.modelName, adapter: null, version: null, hash: null });
       expect(record.promptTokenIds?.length).toBeGreaterThan(1_000); // pi's prompt alone
       expect(record.logprobs).toHaveLength(record.completionTokenIds!.length);
       for (const logprob of record.logprobs!) expect(logprob).toBeLessThanOrEqual(0);

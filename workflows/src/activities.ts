@@ -13,6 +13,7 @@ import {
   RolloutState,
   SampleResult,
   type ScoredTrajectory,
+  type ServedIdentity,
   type StepMetrics,
   TaskSummary,
   type TrainConfig,
@@ -20,7 +21,7 @@ import {
   Trajectory,
 } from "@bridle/contracts";
 import { attemptHeader, callJson, ServiceError } from "@bridle/service-kit";
-import { ApplicationFailure, Context, heartbeat, sleep } from "@temporalio/activity";
+import { ApplicationFailure, Context, heartbeat, log, sleep } from "@temporalio/activity";
 import { z } from "zod";
 
 export interface ActivityDeps {
@@ -47,6 +48,12 @@ export interface TrainStepInput {
   step: number;
   config: TrainConfig;
   batch: BatchEntry[];
+  /**
+   * What the step's rollouts sampled from: its served name and adapter version (null: the base
+   * model). A sample whose calls serving's registry did not name as exactly this is not trained on.
+   * Absent in histories from before the proof was checked.
+   */
+  served?: { model: string; version: number | null };
 }
 
 export interface TrainStepSummary {
@@ -59,6 +66,8 @@ export interface TrainStepSummary {
   clipFraction: number;
   logprobDiff: number | null;
   tokens: number;
+  /** Samples refused: a call of theirs was not proven served by the step's adapter version. */
+  refused?: number;
 }
 
 /**
@@ -146,6 +155,21 @@ export function trainableCalls(trajectory: Trajectory): ModelCall[] {
       completionTokenIds: r.completionTokenIds!,
       logprobs: r.logprobs!.map((l) => Math.min(0, l)),
     }));
+}
+
+/**
+ * The main branch's calls with token ids that serving's registry did not name as served by
+ * `served` (a call the guard could not prove, or one another version answered), with what it said.
+ */
+export function unprovenCalls(
+  trajectory: Trajectory,
+  served: { model: string; version: number | null },
+): (ServedIdentity | null)[] {
+  const main = new Set(trajectory.mainBranch);
+  return trajectory.records
+    .filter((r) => main.has(r.seq) && r.completionTokenIds?.length)
+    .filter((r) => r.servedBy?.model !== served.model || r.servedBy.version !== served.version)
+    .map((r) => r.servedBy);
 }
 
 /**
@@ -291,6 +315,7 @@ export function createActivities(deps: ActivityDeps) {
     async trainStep(input: TrainStepInput): Promise<TrainStepSummary> {
       const context = Context.current();
       const trajectories: ScoredTrajectory[] = [];
+      let refused = 0;
       for (const entry of input.batch) {
         const trajectory = await callJson(
           `${deps.guardUrl}/admin/sessions/${encodeURIComponent(entry.guardSession)}/trajectory`,
@@ -300,6 +325,16 @@ export function createActivities(deps: ActivityDeps) {
             timeoutMs: 60_000,
           },
         );
+        const unproven = input.served ? unprovenCalls(trajectory, input.served) : [];
+        if (unproven.length > 0) {
+          refused++;
+          log.warn("a sample not proven served by the step's adapter version is not trained on", {
+            session: entry.guardSession,
+            expected: input.served,
+            servedBy: unproven,
+          });
+          continue;
+        }
         const calls = trainableCalls(trajectory);
         if (calls.length > 0) trajectories.push({ group: entry.group, reward: entry.reward, calls });
       }
@@ -340,6 +375,7 @@ export function createActivities(deps: ActivityDeps) {
         clipFraction: r.clipFraction,
         logprobDiff: r.logprobDiff,
         tokens: r.tokens,
+        refused,
       };
     },
 

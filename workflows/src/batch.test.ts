@@ -1,7 +1,7 @@
 import { Trajectory } from "@bridle/contracts";
 import { recordedTrajectory } from "@bridle/testkit";
 import { describe, expect, it } from "vitest";
-import { trainableCalls } from "./activities.ts";
+import { trainableCalls, unprovenCalls } from "./activities.ts";
 
 describe("the trainer's batch from a trajectory", () => {
   // Recorded on a real rollout: Hermes on Qwen2.5-Coder-0.5B, whose first call timed out before its
@@ -28,5 +28,31 @@ describe("the trainer's batch from a trajectory", () => {
       records: recorded.records.map((r) => (r.seq === 2 ? { ...r, promptTokenIds: null } : r)),
     };
     expect(trainableCalls(stripped).map((c) => c.promptTokenIds.length)).toEqual([12_861, 13_138]);
+  });
+
+  it("refuses a sample unless serving's registry named every main-branch call's server as the step's version", () => {
+    const served = { model: "qwen/hermes/run@v2", version: 2 };
+    const identity = {
+      model: "qwen/hermes/run@v2",
+      adapter: "qwen/hermes/run",
+      version: 2,
+      hash: "a".repeat(64),
+    };
+    const proven = { ...recorded, records: recorded.records.map((r) => ({ ...r, servedBy: identity })) };
+    expect(unprovenCalls(proven, served)).toEqual([]);
+    // The abandoned call (seq 0) is not trained on: what served it does not matter.
+    const abandonedOther = {
+      ...proven,
+      records: proven.records.map((r) => (r.seq === 0 ? { ...r, servedBy: null } : r)),
+    };
+    expect(unprovenCalls(abandonedOther, served)).toEqual([]);
+    const v1 = { ...identity, model: "qwen/hermes/run@v1", version: 1 };
+    const mixed = {
+      ...proven,
+      records: proven.records.map((r) => (r.seq === 2 ? { ...r, servedBy: v1 } : r)),
+    };
+    expect(unprovenCalls(mixed, served)).toEqual([v1]);
+    // Captured before the guard could ask serving: nothing proves what answered.
+    expect(unprovenCalls(recorded, served)).toHaveLength(3);
   });
 });

@@ -221,6 +221,18 @@ export const CapturedToolCall = z.object({
 export type CapturedToolCall = z.infer<typeof CapturedToolCall>;
 
 /** One model call, as written to the session's JSONL file when it completes. */
+/** What served one model call, as serving's registry names it (not as the model server echoes it). */
+export const ServedIdentity = z.object({
+  model: z.string().describe("The served name the call was routed to"),
+  adapter: z.string().nullable().describe("The adapter's name; null for the base model"),
+  version: z.number().int().nullable().describe("The adapter version; null for the base model"),
+  hash: z
+    .string()
+    .nullable()
+    .describe("sha256 of the version's weights in serving's registry; null for the base model"),
+});
+export type ServedIdentity = z.infer<typeof ServedIdentity>;
+
 export const CaptureRecord = z.object({
   seq: z.number().int().nonnegative(),
   sessionId: z.string(),
@@ -230,6 +242,11 @@ export const CaptureRecord = z.object({
   durationMs: z.number().nonnegative(),
   adapter: z.string().describe("What the session routed to"),
   servedModel: z.string().nullable().describe("The model name the upstream answered with"),
+  servedBy: ServedIdentity.nullable()
+    .default(null)
+    .describe(
+      "What served the call per serving's registry when it was made; null when serving could not say",
+    ),
   request: z.unknown().describe("The OpenAI-form request sent upstream"),
   response: z
     .object({ content: z.string(), finishReason: z.string().nullable() })

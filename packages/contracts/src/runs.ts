@@ -114,6 +114,11 @@ export const StepMetrics = z.object({
     .default(null)
     .describe("Mean |trainer - model server| logprob of the sampled tokens"),
   tokensTrained: z.number().int().default(0),
+  refusedSamples: z
+    .number()
+    .int()
+    .default(0)
+    .describe("Samples not trained on: a call of theirs was not proven served by the step's adapter version"),
   toolCallFormats: z
     .record(z.string(), z.number().int())
     .default({})

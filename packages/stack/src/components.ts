@@ -148,6 +148,8 @@ export function stackComponents(config: StackConfig): Component[] {
       env: {
         ...serviceEnv(ports.guard),
         UPSTREAM_URL: config.vllmUrl,
+        // Serving's registry names what served each call (serving starts before the guard).
+        SERVING_URL: url(ports.serving),
         GUARD_DATA_DIR: join(config.data, "guard"),
         // Harnesses ask for up to 128K new tokens; the served model's context is far smaller.
         MAX_TOKENS_CAP: String(config.maxTokens),

@@ -1,5 +1,6 @@
 import { createApp, type Logger, requireBearer } from "@bridle/service-kit";
 import type { GuardStore } from "./capture.ts";
+import type { ServedModels } from "./proxy/served.ts";
 import type { StreamDeadlines, UpstreamClient } from "./proxy/upstream.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { proxyRoutes } from "./routes/proxy.ts";
@@ -12,6 +13,7 @@ export interface GuardDeps {
   deadlines: StreamDeadlines;
   adminToken?: string | undefined;
   maxTokensCap?: number | undefined;
+  served?: ServedModels | undefined;
   bodyLimitBytes?: number;
 }
 
@@ -38,6 +40,7 @@ export function createGuardApp(deps: GuardDeps) {
         log: deps.log,
         deadlines: deps.deadlines,
         maxTokensCap: deps.maxTokensCap,
+        served: deps.served,
       },
       deps.log,
     ),

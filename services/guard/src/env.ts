@@ -43,6 +43,13 @@ export const GuardEnv = BaseEnv.extend({
       "Processes serving the proxy on one port; above 1, a primary process owns sessions and captures. " +
         "One core carries about 1,000 fast answers/s or 12,000-18,000 streamed tokens/s",
     ),
+  SERVING_URL: z
+    .string()
+    .url()
+    .optional()
+    .describe(
+      "The serving service, whose registry names the adapter version and weight digest behind each captured call; unset: calls carry no such proof",
+    ),
   MAX_TOKENS_CAP: z.coerce
     .number()
     .int()

@@ -5,6 +5,7 @@ import { createGuardApp } from "./app.ts";
 import { CaptureStore, type GuardStore } from "./capture.ts";
 import { runPrimary, WorkerStore } from "./cluster.ts";
 import { loadGuardEnv } from "./env.ts";
+import { ServedModels } from "./proxy/served.ts";
 import { UpstreamClient } from "./proxy/upstream.ts";
 import { createGuardServer, listen } from "./server.ts";
 
@@ -27,6 +28,7 @@ if (env.GUARD_WORKERS > 1 && cluster.isPrimary) {
     log,
     deadlines: { firstEventMs: env.UPSTREAM_FIRST_EVENT_TIMEOUT_MS, idleMs: env.UPSTREAM_IDLE_TIMEOUT_MS },
     maxTokensCap: env.MAX_TOKENS_CAP,
+    served: env.SERVING_URL ? new ServedModels(env.SERVING_URL, log) : undefined,
   };
   const app = createGuardApp({
     ...deps,

@@ -14,6 +14,7 @@ const record = (seq: number, prompt: number[], completion: number[] | null, erro
     durationMs: 1,
     adapter: "a",
     servedModel: completion ? "a" : null,
+    servedBy: null,
     request: null,
     response: completion ? { content: "x", finishReason: "stop" } : null,
     toolCalls: [],

@@ -152,12 +152,16 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
 
   let applied = false;
   let hash: string | null = null;
-  let training: Pick<StepMetrics, "loss" | "kl" | "clipFraction" | "logprobDiff" | "tokensTrained"> = {
+  let training: Pick<
+    StepMetrics,
+    "loss" | "kl" | "clipFraction" | "logprobDiff" | "tokensTrained" | "refusedSamples"
+  > = {
     loss: null,
     kl: null,
     clipFraction: null,
     logprobDiff: null,
     tokensTrained: 0,
+    refusedSamples: 0,
   };
   // A step without a usable rollout (every one an environment failure) still reaches the trainer,
   // which records it as a no-op: the trainer applies steps in order, and the next step would
@@ -169,6 +173,7 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
       step: number,
       config: { ...config.train, temperature: config.temperature },
       batch,
+      served: { model: state.servedName, version: state.adapterVersion || null },
     });
     applied = trained.applied;
     training = {
@@ -177,6 +182,7 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
       clipFraction: trained.clipFraction ?? null,
       logprobDiff: trained.logprobDiff ?? null,
       tokensTrained: trained.tokens ?? 0,
+      refusedSamples: trained.refused ?? 0,
     };
     if (trained.applied) {
       state.phase = "loading";

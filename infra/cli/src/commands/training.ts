@@ -161,7 +161,7 @@ async function followRun(config: StackConfig, name: string, say: Say): Promise<R
       for (const m of p.metrics.filter((m) => m.step > shownStep)) {
         const f = (x: number | null, d = 3) => (x === null ? "n/a" : x.toFixed(d));
         say(
-          `  step ${m.step} done: reward ${f(m.meanReward)}  success ${f(m.successRate, 2)}  tool calls ${f(m.meanToolCalls, 1)}  loss ${f(m.loss, 4)}  adapter ${!m.applied ? `unchanged${m.adapterVersion ? ` (v${m.adapterVersion})` : ""}` : m.adapterVersion ? `v${m.adapterVersion}${m.adapterHash ? ` (${m.adapterHash.slice(0, 12)})` : ""}` : "unchanged"}${m.redraws ? `  (tasks drawn again ${m.redraws}x: every group scored one reward)` : ""}`,
+          `  step ${m.step} done: reward ${f(m.meanReward)}  success ${f(m.successRate, 2)}  tool calls ${f(m.meanToolCalls, 1)}  loss ${f(m.loss, 4)}  adapter ${!m.applied ? `unchanged${m.adapterVersion ? ` (v${m.adapterVersion})` : ""}` : m.adapterVersion ? `v${m.adapterVersion}${m.adapterHash ? ` (${m.adapterHash.slice(0, 12)})` : ""}` : "unchanged"}${m.redraws ? `  (tasks drawn again ${m.redraws}x: every group scored one reward)` : ""}${m.refusedSamples ? `  (${m.refusedSamples} sample(s) refused: not proven served by the step's version)` : ""}`,
         );
       }
       shownStep = Math.max(shownStep, ...p.metrics.map((m) => m.step));

@@ -2,6 +2,7 @@ import type { CapturedToolCall, CaptureRecord, Session } from "@bridle/contracts
 import type { Logger } from "@bridle/service-kit";
 import type { GuardStore } from "../capture.ts";
 import { contextFor, judgeCall, type RawToolCall } from "./judge.ts";
+import type { ServedModels } from "./served.ts";
 import { type Cancel, readAll, readSse, type StreamDeadlines, type UpstreamClient } from "./upstream.ts";
 
 export interface Usage {
@@ -25,6 +26,8 @@ export interface ExchangeDeps {
   store: GuardStore;
   log: Logger;
   deadlines: StreamDeadlines;
+  /** Serving's registry, to name what served each call; without it calls carry no such proof. */
+  served?: ServedModels | undefined;
 }
 
 interface Chunk {
@@ -67,6 +70,8 @@ export async function openExchange(
   if (session.capture) Object.assign(body, { logprobs: true, return_token_ids: true });
   if (stream) body.stream_options = { include_usage: true };
   const context = contextFor(session, body);
+  // Read beside the model call, not in its way: a registry that is slow to answer delays no token.
+  const servedBy = deps.served ? deps.served.resolve(session.adapter) : Promise.resolve(null);
   // What every capture record of this call says, however the call ends.
   const recordOf = () => ({
     seq: 0,
@@ -89,6 +94,7 @@ export async function openExchange(
     append(deps, {
       ...recordOf(),
       servedModel: null,
+      servedBy: await servedBy,
       response: null,
       toolCalls: [],
       notices: [],
@@ -115,6 +121,7 @@ export async function openExchange(
     const record: CaptureRecord = {
       ...recordOf(),
       servedModel: state.model ?? null,
+      servedBy: await servedBy,
       response:
         error && state.content === "" ? null : { content: state.content, finishReason: state.finishReason },
       toolCalls: state.judged,

@@ -21,6 +21,8 @@ export interface AdapterSettings {
   maxLoraRank: number;
   keepVersions: number;
   monitorMs: number;
+  /** How often every serving version is proven again on the model server (0: never). */
+  liveCanaryMs?: number;
   /** Where adapters loaded by reference are kept, one folder per content hash. */
   filesDir: string;
 }
@@ -48,6 +50,7 @@ export class AdapterManager {
   private readonly cancelled = new Set<string>();
   private health: Health = "starting";
   private timer: NodeJS.Timeout | undefined;
+  private canaryTimer: NodeJS.Timeout | undefined;
   readonly canary: Canary;
 
   constructor(
@@ -69,10 +72,49 @@ export class AdapterManager {
     void this.check();
     this.timer = setInterval(() => void this.check(), this.settings.monitorMs);
     this.timer.unref();
+    if (this.settings.liveCanaryMs) {
+      this.canaryTimer = setInterval(() => void this.liveCanary(), this.settings.liveCanaryMs);
+      this.canaryTimer.unref();
+    }
   }
 
   stop(): void {
     clearInterval(this.timer);
+    clearInterval(this.canaryTimer);
+  }
+
+  /**
+   * The live canary: every serving version proven again, as at its load, on the model server that
+   * answers the harnesses. A version whose outputs now equal the base model's (its weights swapped
+   * or dropped behind its name: a stale cache, a restart that reloaded the wrong files) is flagged,
+   * failed with `served_as_base`, and unloaded, so nothing samples it or trains on it as if it were
+   * the adapter. A model server that cannot answer is left to the monitor. Returns what it flagged.
+   */
+  liveCanary(): Promise<AdapterVersion[]> {
+    return this.exclusive(async () => {
+      const flagged: AdapterVersion[] = [];
+      for (const v of this.registry.inState("serving")) {
+        let delta: number;
+        try {
+          delta = await this.canary.liveDeltaFromBase(v.servedName);
+        } catch {
+          return flagged;
+        }
+        if (delta >= Canary.minDelta) continue;
+        this.log.error({ servedName: v.servedName, delta }, "an adapter version is served as the base model");
+        await this.unload(v.servedName).catch(() => undefined);
+        flagged.push(
+          this.registry.setState(v.name, v.version, "failed", {
+            error: {
+              code: "served_as_base",
+              message: `the live canary found outputs equal to the base model's (max |delta logprob| ${delta}): the adapter's weights are not what serves under its name`,
+            },
+            canaryDelta: delta,
+          }),
+        );
+      }
+      return flagged;
+    });
   }
 
   view(name: string): AdapterView | undefined {

@@ -199,6 +199,28 @@ describe("adapter versions on a real vLLM", () => {
     expect(CompletionResult.parse((await complete(NAME)).body).adapter?.version).toBe(4);
   });
 
+  it("flags a version the live canary finds served as the base model, and unloads it; the others go on", async () => {
+    const other = "smollm2/pi/run-e";
+    const loaded = AdapterVersion.parse((await loadVersion(random[0]!, 1, other)).body);
+    expect(loaded.state).toBe("serving");
+    expect(await manager.liveCanary()).toEqual([]); // every version serving is what it claims
+    // Behind serving's back, the name now holds weights equal to the base model's: what a stale
+    // cache or a restart that reloaded the wrong files would leave.
+    // (The monitor is held meanwhile, its last pass done: it would load the real weights into the gap.)
+    manager.stop();
+    await manager.check();
+    await vllm.unloadLora(loaded.servedName);
+    await vllm.loadLora(loaded.servedName, zero);
+    const flagged = await manager.liveCanary();
+    manager.start();
+    expect(flagged.map((v) => [v.servedName, v.state, v.error?.code])).toEqual([
+      [loaded.servedName, "failed", "served_as_base"],
+    ]);
+    expect(registry.get(other, 1)?.state).toBe("failed");
+    expect((await vllm.baseModel()).adapters.map((a) => a.id)).toEqual([`${NAME}@v4`]);
+    expect(CompletionResult.parse((await complete(NAME)).body).adapter?.version).toBe(4);
+  });
+
   it("serves more current adapters than --max-loras: vLLM swaps them in per request", async () => {
     const others = ["smollm2/pi/run-b", "smollm2/pi/run-c"];
     for (const [i, name] of others.entries()) {

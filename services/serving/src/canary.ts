@@ -19,6 +19,7 @@ export class Canary {
   /** Below this largest |delta logprob| an adapter counts as equal to the base model. */
   static readonly minDelta = 1e-4;
   private base: Promise<Record<string, number>> | undefined;
+  private checks = 0;
 
   constructor(private readonly vllm: VllmClient) {}
 
@@ -47,6 +48,21 @@ export class Canary {
       this.vllm.nextTokenLogprobs(served, PROMPT, TOP_K),
     ]);
     return Math.max(oneWay(base, adapted), oneWay(adapted, base));
+  }
+
+  /**
+   * The same proof on a prompt never asked before (a fresh first line), both models computed now:
+   * the model server's prefix cache keeps the prompt's earlier tokens as the adapter's weights left
+   * them, so a repeated prompt would show the weights the name had, not the ones it has.
+   */
+  async liveDeltaFromBase(served: string): Promise<number> {
+    const prompt = `# check ${Date.now()}-${++this.checks}\n${PROMPT}`;
+    const base = await this.vllm.baseModel();
+    const [fromBase, adapted] = await Promise.all([
+      this.vllm.nextTokenLogprobs(base.id, prompt, TOP_K),
+      this.vllm.nextTokenLogprobs(served, prompt, TOP_K),
+    ]);
+    return Math.max(oneWay(fromBase, adapted), oneWay(adapted, fromBase));
   }
 }
 

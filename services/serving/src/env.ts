@@ -30,6 +30,14 @@ export const ServingEnv = BaseEnv.extend({
     .min(100)
     .default(2_000)
     .describe("How often the model server's adapter list is checked (a restart loses adapters)"),
+  SERVING_LIVE_CANARY_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(600_000)
+    .describe(
+      "How often every serving version is proven again against the base model on the canary prompt (0: never); a version served as the base model is failed and unloaded",
+    ),
 });
 export type ServingEnv = z.infer<typeof ServingEnv>;
 

@@ -18,6 +18,7 @@ const adapters = new AdapterManager(
     maxLoraRank: env.SERVING_MAX_LORA_RANK,
     keepVersions: env.SERVING_KEEP_VERSIONS,
     monitorMs: env.SERVING_MONITOR_MS,
+    liveCanaryMs: env.SERVING_LIVE_CANARY_MS,
     filesDir: join(env.SERVING_DATA_DIR, "adapters"),
   },
   log,

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { PassThrough, type Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
 
 /**
  * How folders are packed for another service: POSIX tar with sparse files, numeric owners, and the
@@ -47,9 +47,11 @@ export function packFolder(dir: string): Readable {
 }
 
 /**
- * Unpacks a tar made by packFolder into `dir` (which exists). Fails when the stream does (say, its
- * bytes were not those of their reference) or tar does; what was unpacked by then is the caller's
- * to remove.
+ * Unpacks a tar made by packFolder into `dir` (which exists). Reads the archive to its end even
+ * when tar has all it needs before (it stops at the end-of-archive blocks and may exit with the
+ * last record's padding unread), so a stream that checks its bytes at the end still does. Fails
+ * when the stream does (its bytes were not those of their reference) or tar does; what was
+ * unpacked by then is the caller's to remove.
  */
 export async function unpackFolder(archive: Readable, dir: string): Promise<void> {
   const tar = spawn("tar", ["--extract", "--file=-", ...TAR_FORMAT, "--directory", dir], {
@@ -60,14 +62,28 @@ export async function unpackFolder(archive: Readable, dir: string): Promise<void
     stderr = (stderr + b.toString("utf8")).slice(-4_000);
   });
   const exited = new Promise<number | null>((resolve, reject) => {
-    tar.on("error", reject);
-    tar.on("close", resolve);
+    tar.once("error", reject);
+    tar.once("close", resolve);
   });
+  // A tar that exited closed its end of the pipe: what is left of the archive is only read.
+  let writable = true;
+  tar.stdin.on("error", () => {
+    writable = false;
+  });
+  const gone = exited.then(
+    () => undefined,
+    () => undefined,
+  );
   try {
-    await pipeline(archive, tar.stdin);
+    for await (const chunk of archive) {
+      if (!writable || tar.stdin.destroyed) continue;
+      if (!tar.stdin.write(chunk))
+        await Promise.race([once(tar.stdin, "drain").catch(() => undefined), gone]);
+    }
+    tar.stdin.end();
   } catch (err) {
     tar.kill("SIGKILL");
-    await exited.catch(() => undefined);
+    await gone;
     throw err;
   }
   const code = await exited;

@@ -1,6 +1,7 @@
 import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
+  AdapterList,
   AdapterVersion,
   BaseModelInfo,
   type Calibration,
@@ -426,9 +427,7 @@ export function createActivities(deps: ActivityDeps) {
      */
     async resolveServed(model: string): Promise<{ version: number | null; hash: string | null }> {
       const list = await callJson(`${deps.servingUrl}/v1/adapters`, {
-        schema: z.object({
-          adapters: z.array(z.object({ name: z.string(), versions: z.array(AdapterVersion) })),
-        }),
+        schema: AdapterList,
       });
       const version = list.adapters.flatMap((a) => a.versions).find((v) => v.servedName === model);
       if (version) {

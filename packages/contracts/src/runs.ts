@@ -136,6 +136,10 @@ export const StepMetrics = z.object({
 });
 export type StepMetrics = z.infer<typeof StepMetrics>;
 
+/** A run's figures as the trainer keeps them: every step in order. */
+export const RunMetricsList = z.object({ run: RunId, metrics: z.array(StepMetrics) });
+export type RunMetricsList = z.infer<typeof RunMetricsList>;
+
 export const RunPhase = z.enum([
   "starting",
   "sampling",

@@ -94,6 +94,10 @@ export const AdapterView = z.object({
 });
 export type AdapterView = z.infer<typeof AdapterView>;
 
+/** Every adapter serving knows and its versions: what `GET /v1/adapters` answers. */
+export const AdapterList = z.object({ adapters: z.array(AdapterView) });
+export type AdapterList = z.infer<typeof AdapterList>;
+
 /** Where an adapter's files are fetched from: its owner's URL and the content hash they must have. */
 export const AdapterSource = z
   .object({

@@ -1,4 +1,27 @@
 import { WorkflowStatus } from "@bridle/contracts";
+import type { Client } from "@temporalio/client";
+
+/** How many workflows a list answers at most, newest first. */
+const LISTED = 200;
+
+/** The workflows of one type, newest first (the latest 200), with their status and UI link. */
+export async function listWorkflows(
+  temporal: Client,
+  workflowType: string,
+  ui: (workflowId: string) => string,
+): Promise<{ workflowId: string; status: WorkflowStatus; startedAt: string; uiUrl: string }[]> {
+  const listed = [];
+  for await (const w of temporal.workflow.list({ query: `WorkflowType = '${workflowType}'` })) {
+    listed.push({
+      workflowId: w.workflowId,
+      status: toStatus(w.status.name),
+      startedAt: w.startTime.toISOString(),
+      uiUrl: ui(w.workflowId),
+    });
+    if (listed.length >= LISTED) break;
+  }
+  return listed;
+}
 
 /** Links a workflow to its page in the Temporal Web UI. */
 export function workflowUiUrl(uiBase: string, namespace: string, workflowId: string): string {

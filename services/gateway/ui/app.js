@@ -87,29 +87,32 @@ function fillTable(id, rows) {
   body.replaceChildren(...rows);
 }
 
+/**
+ * A row of a workflow list (a run, an evaluation) that picks it when clicked: its id, status, start
+ * and Temporal UI link; `data-<kind>` names it for the tests.
+ */
+function workflowRow(kind, id, workflow, chosen, pick) {
+  return el(
+    "tr",
+    { class: `pick${chosen ? " chosen" : ""}`, [`data-${kind}`]: id, onclick: pick },
+    el("td", {}, id),
+    el("td", {}, workflow.status),
+    el("td", {}, when(workflow.startedAt)),
+    el("td", {}, link(workflow.uiUrl, "Temporal UI")),
+  );
+}
+
 // ---- runs
 
 async function showRuns() {
   const { runs } = await api("/runs");
+  const rows = runs.map((run) =>
+    workflowRow("run", run.name, run, run.name === state.run, () => chooseRun(run.name)),
+  );
   fillTable(
     "runs",
-    runs.map((run) =>
-      el(
-        "tr",
-        {
-          class: `pick${run.name === state.run ? " chosen" : ""}`,
-          "data-run": run.name,
-          onclick: () => chooseRun(run.name),
-        },
-        el("td", {}, run.name),
-        el("td", {}, run.status),
-        el("td", {}, when(run.startedAt)),
-        el("td", {}, link(run.uiUrl, "Temporal UI")),
-      ),
-    ),
+    rows.length ? rows : [el("tr", {}, el("td", { colspan: 4 }, "No runs yet: bridle train"))],
   );
-  if (runs.length === 0)
-    fillTable("runs", [el("tr", {}, el("td", { colspan: 4 }, "No runs yet: bridle train"))]);
 }
 
 function chooseRun(name) {
@@ -311,25 +314,13 @@ function verdictBox(verdict) {
 
 async function showEvals() {
   const { jobs } = await api("/evals");
+  const pick = (id) => () => {
+    state.evalId = id;
+    void refresh();
+  };
   fillTable(
     "evals",
-    jobs.map((job) =>
-      el(
-        "tr",
-        {
-          class: `pick${job.id === state.evalId ? " chosen" : ""}`,
-          "data-eval": job.id,
-          onclick: () => {
-            state.evalId = job.id;
-            void refresh();
-          },
-        },
-        el("td", {}, job.id),
-        el("td", {}, job.status),
-        el("td", {}, when(job.startedAt)),
-        el("td", {}, link(job.uiUrl, "Temporal UI")),
-      ),
-    ),
+    jobs.map((job) => workflowRow("eval", job.id, job, job.id === state.evalId, pick(job.id))),
   );
   const box = document.getElementById("report");
   if (!state.evalId) {

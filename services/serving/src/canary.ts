@@ -47,7 +47,7 @@ export class Canary {
       this.baseLogprobs(),
       this.vllm.nextTokenLogprobs(served, PROMPT, TOP_K),
     ]);
-    return Math.max(oneWay(base, adapted), oneWay(adapted, base));
+    return largestDelta(base, adapted);
   }
 
   /**
@@ -62,9 +62,13 @@ export class Canary {
       this.vllm.nextTokenLogprobs(base.id, prompt, TOP_K),
       this.vllm.nextTokenLogprobs(served, prompt, TOP_K),
     ]);
-    return Math.max(oneWay(fromBase, adapted), oneWay(adapted, fromBase));
+    return largestDelta(fromBase, adapted);
   }
 }
+
+/** The largest |logprob difference| between two top-k lists, each way. */
+const largestDelta = (a: Record<string, number>, b: Record<string, number>) =>
+  Math.max(oneWay(a, b), oneWay(b, a));
 
 /**
  * The largest |delta| over the tokens of `a`. A token missing from `b`'s top-k has a logprob in `b`

@@ -1,8 +1,6 @@
-import { AdapterView, ErrorBody } from "@bridle/contracts";
+import { AdapterList, ErrorBody } from "@bridle/contracts";
 import { callJson, createRouter, httpError } from "@bridle/service-kit";
-import { createRoute, z } from "@hono/zod-openapi";
-
-const Adapters = z.object({ adapters: z.array(AdapterView) });
+import { createRoute } from "@hono/zod-openapi";
 
 /**
  * Adapter versions, read from the serving service's registry. A read-only view: every change to
@@ -15,19 +13,21 @@ export function adapterRoutes(servingUrl: string) {
       path: "/",
       summary: "Every adapter and its versions (state, hash, the step that produced it)",
       responses: {
-        200: { description: "Adapters", content: { "application/json": { schema: Adapters } } },
+        200: { description: "AdapterList", content: { "application/json": { schema: AdapterList } } },
         503: { description: "Serving unavailable", content: { "application/json": { schema: ErrorBody } } },
       },
     }),
     async (c) => {
-      const list = await callJson(`${servingUrl}/v1/adapters`, { schema: Adapters }).catch((err: unknown) => {
-        throw httpError(
-          503,
-          "serving_unavailable",
-          `the serving service is unavailable: ${(err as Error).message}`,
-          { retryable: true },
-        );
-      });
+      const list = await callJson(`${servingUrl}/v1/adapters`, { schema: AdapterList }).catch(
+        (err: unknown) => {
+          throw httpError(
+            503,
+            "serving_unavailable",
+            `the serving service is unavailable: ${(err as Error).message}`,
+            { retryable: true },
+          );
+        },
+      );
       return c.json(list, 200);
     },
   );

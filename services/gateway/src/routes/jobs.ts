@@ -11,7 +11,7 @@ import {
   WorkflowUpdateStage,
 } from "@temporalio/client";
 import { ApplicationFailure } from "@temporalio/common";
-import { failureMessage, toStatus, workflowUiUrl } from "../temporal.ts";
+import { failureMessage, listWorkflows, toStatus, workflowUiUrl } from "../temporal.ts";
 
 const Id = z.object({ id: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, "an id") });
 
@@ -118,18 +118,8 @@ export function jobRoutes<CS extends z.ZodType<JobConfig>, OS extends z.ZodType>
         responses: { 200: jsonContent(JobList, `${kind.noun}s`) },
       }),
       async (c) => {
-        const jobs = [];
-        const query = `WorkflowType = '${kind.workflowType}'`;
-        for await (const w of deps.temporal.workflow.list({ query })) {
-          jobs.push({
-            id: w.workflowId.slice(kind.prefix.length + 1),
-            workflowId: w.workflowId,
-            status: toStatus(w.status.name),
-            startedAt: w.startTime.toISOString(),
-            uiUrl: ui(w.workflowId),
-          });
-          if (jobs.length >= 200) break;
-        }
+        const listed = await listWorkflows(deps.temporal, kind.workflowType, ui);
+        const jobs = listed.map((w) => ({ id: w.workflowId.slice(kind.prefix.length + 1), ...w }));
         return c.json({ jobs }, 200);
       },
     )

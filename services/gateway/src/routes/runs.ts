@@ -1,11 +1,11 @@
 import {
   adapterName,
   RunList,
+  RunMetricsList,
   RunProgress,
   RunView,
   runWorkflowId,
   SearchAttributes,
-  StepMetrics,
   TaskQueues,
   TrainingRunConfig,
 } from "@bridle/contracts";
@@ -21,7 +21,7 @@ import type { trainingRun } from "@bridle/workflows";
 import { createRoute, z } from "@hono/zod-openapi";
 import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from "@temporalio/client";
 import { streamSSE } from "hono/streaming";
-import { failureMessage, toStatus, workflowUiUrl } from "../temporal.ts";
+import { failureMessage, listWorkflows, toStatus, workflowUiUrl } from "../temporal.ts";
 
 export interface RunDeps {
   temporal: Client;
@@ -179,17 +179,8 @@ export function runRoutes(deps: RunDeps) {
         },
       }),
       async (c) => {
-        const runs = [];
-        for await (const w of deps.temporal.workflow.list({ query: "WorkflowType = 'trainingRun'" })) {
-          runs.push({
-            name: w.workflowId.replace(/^run-/, ""),
-            workflowId: w.workflowId,
-            status: toStatus(w.status.name),
-            startedAt: w.startTime.toISOString(),
-            uiUrl: ui(w.workflowId),
-          });
-          if (runs.length >= 200) break;
-        }
+        const listed = await listWorkflows(deps.temporal, "trainingRun", ui);
+        const runs = listed.map((w) => ({ name: w.workflowId.replace(/^run-/, ""), ...w }));
         return c.json({ runs }, 200);
       },
     )
@@ -227,7 +218,7 @@ export function runRoutes(deps: RunDeps) {
         const run = await view(c.req.valid("param").name);
         const latest = run.progress?.metrics ?? [];
         const kept = await callJson(`${deps.trainerUrl}/v1/runs/${encodeURIComponent(run.name)}/metrics`, {
-          schema: z.object({ metrics: z.array(StepMetrics) }),
+          schema: RunMetricsList,
           timeoutMs: 10_000,
         }).catch((err: unknown) => {
           deps.log.warn({ err, run: run.name }, "the trainer's record of the run is unavailable");

@@ -1,6 +1,5 @@
-import { AdapterView, BaseModelInfo, type ServedIdentity } from "@bridle/contracts";
+import { AdapterList, BaseModelInfo, type ServedIdentity } from "@bridle/contracts";
 import { callJson, type Logger } from "@bridle/service-kit";
-import { z } from "zod";
 
 /** How long serving's list of adapters is trusted for a name that can move (a bare adapter name). */
 const LIST_TTL_MS = 2_000;
@@ -13,7 +12,7 @@ const LIST_TTL_MS = 2_000;
  */
 export class ServedModels {
   private readonly fixed = new Map<string, ServedIdentity>();
-  private list: { at: number; answer: Promise<z.infer<typeof Adapters>> } | undefined;
+  private list: { at: number; answer: Promise<AdapterList> } | undefined;
   private base: Promise<string> | undefined;
   private warned = false;
 
@@ -61,7 +60,7 @@ export class ServedModels {
 
   private adapters() {
     if (!this.list || Date.now() - this.list.at > LIST_TTL_MS) {
-      const answer = callJson(`${this.servingUrl}/v1/adapters`, { schema: Adapters, timeoutMs: 5_000 });
+      const answer = callJson(`${this.servingUrl}/v1/adapters`, { schema: AdapterList, timeoutMs: 5_000 });
       this.list = { at: Date.now(), answer };
     }
     return this.list.answer;
@@ -75,5 +74,3 @@ export class ServedModels {
     return this.base;
   }
 }
-
-const Adapters = z.object({ adapters: z.array(AdapterView) });

@@ -1,4 +1,4 @@
-import { AdapterVersion, AdapterView, adapterName, LoadAdapterRequest } from "@bridle/contracts";
+import { AdapterList, AdapterVersion, AdapterView, adapterName, LoadAdapterRequest } from "@bridle/contracts";
 import { createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { AdapterManager } from "../adapters.ts";
@@ -18,7 +18,7 @@ export function adapterRoutes(manager: AdapterManager) {
         method: "get",
         path: "/adapters",
         summary: "Every adapter and its versions",
-        responses: { 200: jsonContent(z.object({ adapters: z.array(AdapterView) }), "Adapters") },
+        responses: { 200: jsonContent(AdapterList, "Adapters") },
       }),
       (c) => c.json({ adapters: manager.list() }, 200),
     )

@@ -1,4 +1,4 @@
-import { ErrorBody, RunId, StepMetrics } from "@bridle/contracts";
+import { ErrorBody, RunId, RunMetricsList, StepMetrics } from "@bridle/contracts";
 import { createRouter, httpError } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { RunMetrics } from "../metrics.ts";
@@ -7,8 +7,6 @@ const json = (schema: z.ZodType, description: string) => ({
   description,
   content: { "application/json": { schema } },
 });
-
-export const RunMetricsList = z.object({ run: RunId, metrics: z.array(StepMetrics) });
 
 /** Each run's per-step figures, recorded by its workflow after every step, read by the gateway. */
 export function metricsRoutes(metrics: RunMetrics) {

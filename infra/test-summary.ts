@@ -7,6 +7,8 @@ import { join, relative } from "node:path";
 
 const root = join(import.meta.dirname, "..");
 const seconds = Number(process.argv[2] ?? 0);
+/** How the test runner itself exited: a package can fail with every test passed (an unhandled error). */
+const runnerStatus = Number(process.argv[3] ?? 0);
 
 function* reports(dir: string): Generator<string> {
   for (const name of readdirSync(dir)) {
@@ -68,4 +70,8 @@ for (const file of reports(root)) {
 if (failedTests.length > 0) console.log(["failed:", ...failedTests].join("\n"));
 console.log(`suite finished in ${Math.floor(seconds / 60)}m${seconds % 60}s`);
 console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ""}`);
-process.exit(failed > 0 || passed === 0 ? 1 : 0);
+if (runnerStatus !== 0 && failed === 0)
+  console.log(
+    `FAILED: the test runner exited ${runnerStatus} with no failed test: a package errored outside its tests (look above for "Unhandled Errors" and turbo's "Failed:" line)`,
+  );
+process.exit(failed > 0 || passed === 0 || runnerStatus !== 0 ? 1 : 0);

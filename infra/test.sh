@@ -16,5 +16,5 @@ find . -name test-results.json -not -path '*/node_modules/*' -delete
 status=0
 pnpm exec turbo run test --concurrency=1 --continue --output-logs=full -- --reporter=default --reporter=json \
   --outputFile=test-results.json || status=$?
-node --import tsx infra/test-summary.ts "$((($(date +%s) - started)))" || status=1
+node --import tsx infra/test-summary.ts "$((($(date +%s) - started)))" "$status" || status=1
 exit "$status"

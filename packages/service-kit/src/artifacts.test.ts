@@ -48,6 +48,10 @@ describe("artifacts by reference", () => {
     const read = text(await fetchArtifact(forged));
     await expect(read).rejects.toBeInstanceOf(ArtifactError);
     await expect(read).rejects.toMatchObject({ code: "content_mismatch" });
+    // Read late: the whole artifact arrives, and fails its check, before its reader starts.
+    const late = await fetchArtifact(forged);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await expect(text(late)).rejects.toMatchObject({ code: "content_mismatch" });
     const shorter = { ...held, bytes: 4 };
     await expect(text(await fetchArtifact(shorter))).rejects.toMatchObject({ code: "content_mismatch" });
     const elsewhere = { ...held, url: "http://127.0.0.1:19389/v1/artifacts/x" };

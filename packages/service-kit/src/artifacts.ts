@@ -160,5 +160,8 @@ export async function fetchArtifact(ref: ArtifactRef, timeoutMs = 600_000): Prom
   source.on("error", (err) =>
     check.destroy(new ArtifactError("artifact_unavailable", `${ref.url} broke off: ${err.message}`)),
   );
+  // A small artifact can be read whole, and fail its check, before anyone consumes the stream: the
+  // error stays on it (`errored`) for its reader, instead of escaping as an uncaught exception.
+  check.on("error", () => undefined);
   return source.pipe(check);
 }

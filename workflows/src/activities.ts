@@ -2,12 +2,17 @@ import { mkdir, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
   AdapterList,
+  type AdapterRef,
   AdapterVersion,
   BaseModelInfo,
   type Calibration,
   type CompletionRequest,
   CompletionResult,
+  type DecisionRequest,
   type EvalReport,
+  LineageDecision,
+  type LineageKey,
+  LineageView,
   type ModelCall,
   type RolloutRequest,
   type RolloutResult,
@@ -16,6 +21,7 @@ import {
   type ScoredTrajectory,
   type ServedIdentity,
   type StepMetrics,
+  type StepRef,
   TaskSummary,
   type TrainConfig,
   TrainStepView,
@@ -55,6 +61,8 @@ export interface TrainStepInput {
    * Absent in histories from before the proof was checked.
    */
   served?: { model: string; version: number | null };
+  /** Step 1 of a run that continues a lineage: the committed step its adapter starts from. */
+  parent?: StepRef;
 }
 
 export interface TrainStepSummary {
@@ -341,7 +349,13 @@ export function createActivities(deps: ActivityDeps) {
       }
       // No rollout captured token ids (say, every model call failed while the model server was
       // down): the trainer records the step as a no-op, so the run goes on to its next step.
-      const body = { run: input.run, step: input.step, config: input.config, trajectories };
+      const body = {
+        run: input.run,
+        step: input.step,
+        config: input.config,
+        trajectories,
+        ...(input.parent ? { parent: input.parent } : {}),
+      };
       // The trainer lets a later attempt's step go on when an earlier (timed-out) attempt cancels.
       const attempt = attemptHeader(context.info.attempt);
       const stepUrl = `${deps.trainerUrl}/v1/steps/${input.run}/${input.step}`;
@@ -392,6 +406,8 @@ export function createActivities(deps: ActivityDeps) {
       run: string;
       step: number;
       hash: string;
+      /** The version its weights started from (absent in histories from before lineages). */
+      parent?: AdapterRef | null;
     }): Promise<AdapterVersion> {
       const context = Context.current();
       const url = `${deps.servingUrl}/v1/adapters/${input.name}/versions`;
@@ -401,7 +417,12 @@ export function createActivities(deps: ActivityDeps) {
       };
       const submitted = await callJson(url, {
         schema: AdapterVersion,
-        body: { source, step: input.step, version: input.version },
+        body: {
+          source,
+          step: input.step,
+          version: input.version,
+          ...(input.parent ? { parent: input.parent } : {}),
+        },
         timeoutMs: 60_000,
       }).catch(nonRetryable);
       const v = await followJob(context, submitted, {
@@ -445,6 +466,22 @@ export function createActivities(deps: ActivityDeps) {
         `serving knows no model '${model}': name the base model (${base.id}), an adapter, or one of its versions (<name>@v<N>; GET /v1/adapters lists them)`,
         "model_not_found",
       );
+    },
+
+    /** A (model, harness)'s lineage as serving keeps it: its promoted version and decisions. */
+    async lineage(key: LineageKey): Promise<LineageView> {
+      return callJson(`${deps.servingUrl}/v1/lineages/${key.model}/${key.harness}`, {
+        schema: LineageView,
+      }).catch(nonRetryable);
+    },
+
+    /** Records a promotion or rollback with serving (once per decision id). */
+    async decide(input: { key: LineageKey; request: DecisionRequest }): Promise<LineageDecision> {
+      const { key, request } = input;
+      return callJson(`${deps.servingUrl}/v1/lineages/${key.model}/${key.harness}/decisions`, {
+        body: request,
+        schema: LineageDecision,
+      }).catch(nonRetryable);
     },
 
     /** A step's figures, into the trainer's record of the run, where the whole run is kept. */

@@ -12,6 +12,7 @@ import { fileURLToPath } from "node:url";
 import {
   type RolloutRequest,
   type RolloutResult,
+  SearchAttributes,
   type StepMetrics,
   servedName,
   TaskQueues,
@@ -54,10 +55,10 @@ export async function startDevTemporal(temporalBin: string): Promise<DevTemporal
       "bridle",
       "--log-level",
       "error",
-      "--search-attribute",
-      "BridleStep=Int",
-      "--search-attribute",
-      "BridleEvalScore=Double",
+      ...Object.values(SearchAttributes).flatMap((a) => [
+        "--search-attribute",
+        `${a.name}=${a.type === "INT" ? "Int" : a.type === "DOUBLE" ? "Double" : "Keyword"}`,
+      ]),
     ],
     { stdio: "ignore" },
   );
@@ -197,6 +198,7 @@ export function standInActivities(script: StandInScript): Partial<Activities> {
         path: `/a/${input.step}`,
         hash: input.hash,
         step: input.step,
+        parent: input.parent ?? null,
         state: "serving" as const,
         error: null,
         canaryDelta: 1,

@@ -104,6 +104,12 @@ export const PromotionVerdict = z.object({
     nonInferior: z.boolean().describe("Lower 95% bound of the success difference above the margin"),
     better: z.boolean().describe("Success difference above 0, or fewer tool calls on the tasks both solved"),
     hackRateHeld: z.boolean().describe("The candidate's hack rate did not rise"),
+    regressed: z
+      .boolean()
+      .default(false)
+      .describe(
+        "The candidate is worse: the upper 95% bound of the success difference is below 0, or its hack rate rose (a promoted candidate is rolled back)",
+      ),
   }),
   reasons: z.array(z.string()).describe("Each check in words, with its figures"),
 });

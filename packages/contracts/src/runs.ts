@@ -1,8 +1,9 @@
 import { z } from "zod";
 import { DEFAULT_PROMOTION_MARGIN, EvalReport } from "./evaluation.ts";
 import { WorkflowStatus } from "./probe.ts";
+import { AdapterRef, LineageDecision } from "./serving.ts";
 import { Calibration, TaskCategory } from "./tasks.ts";
-import { RunId, Seed, TrainConfig } from "./training.ts";
+import { RunId, Seed, StepRef, TrainConfig } from "./training.ts";
 
 /** How each rollout of a training run or an evaluation runs: the same fields, the same defaults. */
 const rolloutLimits = {
@@ -56,6 +57,12 @@ export const TrainingRunConfig = z
       .default(1)
       .describe(
         "Fresh task draws for a step whose every group scored one reward (no GRPO signal), before it trains",
+      ),
+    start: z
+      .enum(["fresh", "promoted"])
+      .default("fresh")
+      .describe(
+        "fresh: a new LoRA; promoted: the promoted adapter of (baseModel, harness), continuing its lineage (refused when none is promoted)",
       ),
     train: TrainConfig.default(TrainConfig.parse({})),
     evalEvery: z
@@ -163,6 +170,11 @@ export const RunProgress = z.object({
   adapter: z.string().describe("<model>/<harness>/<run>"),
   adapterVersion: z.number().int().describe("Latest serving version; 0 = base model only"),
   servedName: z.string().describe("What rollouts sample: the latest version, or the base model"),
+  parent: z
+    .object({ adapter: AdapterRef, servedName: z.string(), step: StepRef })
+    .nullable()
+    .optional()
+    .describe("The promoted version the run started from; null or absent when it started fresh"),
   cursor: z.number().int(),
   environmentFailures: z.number().int(),
   rolloutsDone: z.number().int(),
@@ -197,6 +209,11 @@ export const EvalOutput = z.object({
   report: EvalReport,
   markdown: z.string(),
   files: z.object({ json: z.string(), markdown: z.string() }),
+  decision: z
+    .object({ action: z.enum(["promote", "rollback"]), workflowId: z.string(), outcome: LineageDecision })
+    .nullable()
+    .default(null)
+    .describe("What the verdict changed in the candidate's lineage; null when nothing"),
 });
 export type EvalOutput = z.infer<typeof EvalOutput>;
 

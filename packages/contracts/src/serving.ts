@@ -68,6 +68,10 @@ export type CompletionResult = z.infer<typeof CompletionResult>;
 export const AdapterState = z.enum(["loading", "serving", "retired", "failed"]);
 export type AdapterState = z.infer<typeof AdapterState>;
 
+/** One version of one adapter. */
+export const AdapterRef = z.object({ name: AdapterName, version: z.number().int().min(1) }).strict();
+export type AdapterRef = z.infer<typeof AdapterRef>;
+
 /** One version of an adapter, as the registry keeps it across restarts. */
 export const AdapterVersion = z.object({
   name: AdapterName,
@@ -76,6 +80,9 @@ export const AdapterVersion = z.object({
   path: z.string(),
   hash: z.string().describe("sha256 over adapter_config.json and adapter_model.safetensors"),
   step: z.number().int().nullable().describe("The trainer step that produced it"),
+  parent: AdapterRef.nullable()
+    .default(null)
+    .describe("The version its weights started from: the previous version, or the one its run started from"),
   state: AdapterState,
   error: z.object({ code: z.string(), message: z.string() }).nullable(),
   canaryDelta: z
@@ -124,6 +131,7 @@ export const LoadAdapterRequest = z
     path: z.string().min(1).optional().describe("A PEFT folder on the serving host"),
     source: AdapterSource.optional(),
     step: z.number().int().min(0).optional(),
+    parent: AdapterRef.optional().describe("The version its weights started from (lineage)"),
     version: z
       .number()
       .int()
@@ -155,3 +163,49 @@ export const ScoreResult = z.object({
   sum: z.number(),
 });
 export type ScoreResult = z.infer<typeof ScoreResult>;
+
+/** A lineage: the adapters of one (base model, harness), whichever run made them. */
+export const LineageKey = z.object({ model: z.string().min(1), harness: z.string().min(1) });
+export type LineageKey = z.infer<typeof LineageKey>;
+
+/** The lineage an adapter or served name belongs to; null for a base model. */
+export function lineageOf(name: string): LineageKey | null {
+  const parts = name.split("@")[0]!.split("/");
+  return parts.length === 3 ? { model: parts[0]!, harness: parts[1]! } : null;
+}
+
+/** Why a lineage's promoted version changed: a promotion or a rollback, and the evidence. */
+export const LineageDecision = z.object({
+  id: z.string().describe("Idempotency key: the workflow that made the decision"),
+  action: z.enum(["promote", "rollback"]),
+  adapter: AdapterRef.nullable().describe("What is promoted after it; null: the base model alone"),
+  previous: AdapterRef.nullable().describe("What was promoted before it"),
+  reason: z.string(),
+  evalId: z.string().nullable().describe("The evaluation behind it; null for a decision by hand"),
+  at: z.string(),
+});
+export type LineageDecision = z.infer<typeof LineageDecision>;
+
+/** Ask serving to change a lineage's promoted version (done by the promotion and rollback workflows). */
+export const DecisionRequest = z
+  .object({
+    id: z.string().min(1).max(300),
+    action: z.enum(["promote", "rollback"]),
+    adapter: AdapterRef.describe(
+      "promote: the version to promote; rollback: the promoted version found wanting (refused if it no longer is)",
+    ),
+    reason: z.string().min(1).max(4_000),
+    evalId: z.string().min(1).nullable().default(null),
+  })
+  .strict();
+export type DecisionRequest = z.infer<typeof DecisionRequest>;
+
+export const LineageView = LineageKey.extend({
+  promoted: AdapterVersion.nullable().describe("What runs starting from the lineage start from"),
+  decisions: z.array(LineageDecision).describe("Oldest first"),
+  adapters: z.array(AdapterView).describe("Every adapter of the lineage, each version with its parent"),
+});
+export type LineageView = z.infer<typeof LineageView>;
+
+export const LineageList = z.object({ lineages: z.array(LineageView) });
+export type LineageList = z.infer<typeof LineageList>;

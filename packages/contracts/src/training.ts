@@ -81,12 +81,25 @@ export const TrainConfig = z
   .strict();
 export type TrainConfig = z.infer<typeof TrainConfig>;
 
+/** A committed trainer step, named by its run and number, and the hash its adapter must have. */
+export const StepRef = z
+  .object({
+    run: RunId,
+    step: z.number().int().min(1),
+    hash: z.string().regex(/^[0-9a-f]{64}$/, "a sha256 in hex"),
+  })
+  .strict();
+export type StepRef = z.infer<typeof StepRef>;
+
 /** A step of a run: trained exactly once, from the state that step - 1 committed. */
 export const TrainStepRequest = z
   .object({
     run: RunId,
     step: z.number().int().min(1),
     config: TrainConfig.default(TrainConfig.parse({})),
+    parent: StepRef.optional().describe(
+      "Step 1 only: the committed step (of another run, on this trainer) whose adapter the run starts from; absent, it starts fresh",
+    ),
     trajectories: z
       .array(ScoredTrajectory)
       .describe(
@@ -130,6 +143,12 @@ export const TrainStepResult = z.object({
   tokensPerSecond: z.number(),
   elapsedMs: z.number().int(),
   device: z.string(),
+  baseModel: z
+    .string()
+    .nullable()
+    .default(null)
+    .describe("The base model the adapter was trained on (its folder's name); null in older records"),
+  parent: StepRef.nullable().default(null).describe("The step the run started from; null when fresh"),
   completedAt: z.string(),
   replayed: z.boolean(),
 });

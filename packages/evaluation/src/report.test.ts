@@ -245,6 +245,21 @@ describe("the promotion gate", () => {
     expect(strict).toMatchObject({ decision: "keep", margin: 0, checks: { nonInferior: false } });
   });
 
+  it("calls a candidate regressed only when it is worse beyond doubt, or its hack rate rose", () => {
+    const worse = Array.from({ length: 12 }, (_, i) => [
+      outcome(`w${i}`, "repair", "candidate", i < 2, 4),
+      outcome(`w${i}`, "repair", "baseline", true, 4),
+    ]).flat();
+    const regressed = reportOf(worse).verdict!;
+    expect(regressed).toMatchObject({ decision: "keep", checks: { regressed: true } });
+    expect(regressed.reasons.at(-1)).toMatch(
+      /^regressed: the difference's upper bound -\d+\.\d pts is below 0$/,
+    );
+    expect(reportOf(tied(12, [5, 5])).verdict!.checks.regressed).toBe(false); // no better is not worse
+    expect(reportOf(outcomes).verdict!.checks.regressed).toBe(false); // too few tasks to tell
+    expect(reportOf(tied(12, [3, 5], 3)).verdict!.checks.regressed).toBe(true);
+  });
+
   it("keeps the baseline when too few tasks bound the difference: a gate that cannot see does not open", () => {
     // Three paired tasks, the candidate ahead on one: the interval's lower bound is far below -5 points.
     const { verdict } = reportOf(outcomes);

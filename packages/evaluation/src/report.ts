@@ -194,10 +194,18 @@ export function promotionVerdict(overall: Comparison, margin: number): Promotion
       ? "hack rate: did not rise"
       : `hack rate: rose (${points(overall.hackDifference.estimate ?? 0)})`,
   ];
+  // Worse beyond doubt: what rolls back a promoted candidate (a "keep" alone does not).
+  const regressed = (d.high !== null && d.high < 0) || !hackRateHeld;
+  if (regressed)
+    reasons.push(
+      d.high !== null && d.high < 0
+        ? `regressed: the difference's upper bound ${points(d.high)} is below 0`
+        : "regressed: the hack rate rose",
+    );
   return {
     decision: nonInferior && better && hackRateHeld ? "promote" : "keep",
     margin,
-    checks: { nonInferior, better, hackRateHeld },
+    checks: { nonInferior, better, hackRateHeld, regressed },
     reasons,
   };
 }

@@ -4,10 +4,16 @@ import { mkdir, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
   AdapterName,
+  type AdapterRef,
   type AdapterSource,
   type AdapterVersion,
   type AdapterView,
+  type DecisionRequest,
+  type LineageDecision,
+  type LineageKey,
+  type LineageView,
   type LoadAdapterRequest,
+  lineageOf,
   servedName,
 } from "@bridle/contracts";
 import { httpError, type Logger, ServiceError } from "@bridle/service-kit";
@@ -127,6 +133,93 @@ export class AdapterManager {
     return this.registry.names().map((n) => this.view(n)!);
   }
 
+  /** One (model, harness): its promoted version, the decisions that made it so, its adapters. */
+  lineage(key: LineageKey): LineageView {
+    const promoted = this.registry.promoted(key);
+    return {
+      ...key,
+      promoted: promoted ? (this.registry.get(promoted.name, promoted.version) ?? null) : null,
+      decisions: this.registry.decisions(key),
+      adapters: this.list().filter((a) => {
+        const of = lineageOf(a.name);
+        return of?.model === key.model && of.harness === key.harness;
+      }),
+    };
+  }
+
+  lineages(): LineageView[] {
+    return this.registry.lineages().map((key) => this.lineage(key));
+  }
+
+  /**
+   * Changes a lineage's promoted version, once per decision id (a retried workflow gets the same
+   * answer). Promote: a serving version of this lineage. Rollback: the promoted version found
+   * wanting; the lineage returns to what was promoted before it (the nearest still serving), or to
+   * the base model alone.
+   */
+  decide(key: LineageKey, request: DecisionRequest): LineageDecision {
+    const earlier = this.registry.decision(request.id);
+    if (earlier) return earlier;
+    const { adapter } = request;
+    const of = lineageOf(adapter.name);
+    if (of?.model !== key.model || of.harness !== key.harness)
+      throw httpError(
+        400,
+        "wrong_lineage",
+        `${adapter.name} is not an adapter of ${key.model} in ${key.harness}`,
+      );
+    const target = this.registry.get(adapter.name, adapter.version);
+    const name = servedName(adapter.name, adapter.version);
+    if (!target) throw httpError(404, "adapter_not_found", `no version ${name}`);
+    const promoted = this.registry.promoted(key);
+    const same = (a: AdapterRef | null, b: AdapterRef | null) =>
+      a !== null && b !== null && a.name === b.name && a.version === b.version;
+    const base = { id: request.id, reason: request.reason, evalId: request.evalId, previous: promoted };
+    if (request.action === "promote") {
+      if (target.state !== "serving")
+        throw httpError(
+          409,
+          "adapter_not_serving",
+          `${name} is ${target.state}: only a serving version is promoted`,
+        );
+      if (same(promoted, adapter))
+        throw httpError(409, "already_promoted", `${name} is already the promoted version`);
+      const decision = this.registry.record(key, { ...base, action: "promote", adapter });
+      this.log.info({ lineage: key, adapter: name, previous: promoted }, "adapter version promoted");
+      return decision;
+    }
+    if (!same(promoted, adapter))
+      throw httpError(
+        409,
+        "not_promoted",
+        `${name} is not the promoted version of ${key.model} in ${key.harness} (${promoted ? servedName(promoted.name, promoted.version) : "the base model"} is)`,
+      );
+    const decision = this.registry.record(key, {
+      ...base,
+      action: "rollback",
+      adapter: this.rollbackTarget(key, adapter),
+    });
+    this.log.warn({ lineage: key, adapter: name, to: decision.adapter }, "adapter version rolled back");
+    return decision;
+  }
+
+  /** What was promoted before `from`: the nearest earlier promoted version still serving, else none. */
+  private rollbackTarget(key: LineageKey, from: AdapterRef): AdapterRef | null {
+    const decisions = this.registry.decisions(key);
+    const promotedBefore = (v: AdapterRef): AdapterRef | null =>
+      decisions.findLast(
+        (d) => d.action === "promote" && d.adapter?.name === v.name && d.adapter.version === v.version,
+      )?.previous ?? null;
+    const seen = new Set<string>();
+    for (let v = promotedBefore(from); v !== null; v = promotedBefore(v)) {
+      const key = servedName(v.name, v.version);
+      if (seen.has(key)) break;
+      seen.add(key);
+      if (this.registry.get(v.name, v.version)?.state === "serving") return v;
+    }
+    return null;
+  }
+
   private exclusive<T>(work: () => Promise<T>): Promise<T> {
     const next = this.queue.then(work, work);
     this.queue = next.catch(() => undefined);
@@ -193,6 +286,7 @@ export class AdapterManager {
           path,
           hash,
           step: request.step ?? null,
+          parent: request.parent ?? null,
         });
     const load = this.exclusive(() => this.finishLoad(record, source));
     this.loads.set(record.servedName, load);
@@ -378,7 +472,11 @@ export class AdapterManager {
   private async freeSlot(): Promise<void> {
     let serving = this.registry.inState("serving");
     while (serving.length >= this.settings.maxLoras) {
-      const victim = serving.find((v) => this.registry.current(v.name)?.version !== v.version);
+      const victim = serving.find(
+        (v) =>
+          this.registry.current(v.name)?.version !== v.version &&
+          !this.registry.everPromoted(v.name, v.version),
+      );
       if (!victim) {
         this.log.info(
           { serving: serving.length, maxLoras: this.settings.maxLoras },
@@ -394,7 +492,10 @@ export class AdapterManager {
   }
 
   private async applyRetention(name: string): Promise<void> {
-    const serving = this.registry.versions(name).filter((v) => v.state === "serving");
+    // A version ever promoted stays: a rollback may return to it.
+    const serving = this.registry
+      .versions(name)
+      .filter((v) => v.state === "serving" && !this.registry.everPromoted(v.name, v.version));
     for (const v of serving.slice(0, Math.max(0, serving.length - this.settings.keepVersions))) {
       await this.unload(v.servedName);
       this.markRetired(v);

@@ -1,6 +1,7 @@
 import { createApp, type Logger } from "@bridle/service-kit";
 import type { AdapterManager } from "./adapters.ts";
 import { adapterRoutes } from "./routes/adapters.ts";
+import { lineageRoutes } from "./routes/lineages.ts";
 import { modelRoutes } from "./routes/models.ts";
 import type { VllmClient } from "./vllm.ts";
 
@@ -21,5 +22,6 @@ export function createServingApp(deps: ServingDeps) {
   });
   app.route("/v1", modelRoutes(deps.vllm, deps.adapters));
   app.route("/v1", adapterRoutes(deps.adapters));
+  app.route("/v1", lineageRoutes(deps.adapters));
   return app;
 }

@@ -23,7 +23,14 @@ function canonical(value: unknown): string {
 /** The hash a step record keeps of what it trained on; a resubmission must match it. */
 export function batchHash(request: TrainStepRequest): string {
   return createHash("sha256")
-    .update(canonical({ config: request.config, trajectories: request.trajectories }))
+    .update(
+      canonical({
+        config: request.config,
+        trajectories: request.trajectories,
+        // Absent in a fresh run's steps, whose hashes stay what they were.
+        ...(request.parent ? { parent: request.parent } : {}),
+      }),
+    )
     .digest("hex");
 }
 

@@ -1,7 +1,7 @@
 import type { EvalConfig, EvalOutcome, EvalOutput } from "@bridle/contracts";
 import { buildReport, renderMarkdown } from "@bridle/evaluation";
 import { mapBounded } from "@bridle/service-kit/limit";
-import { setHandler, workflowInfo } from "@temporalio/workflow";
+import { patched, setHandler, workflowInfo } from "@temporalio/workflow";
 import {
   admit,
   heldOutTasks,
@@ -11,6 +11,7 @@ import {
   runRollout,
   writeReport,
 } from "./job.ts";
+import { actOnVerdict } from "./lineage.ts";
 
 /**
  * Adapter vs base model (or two adapter versions) on held-out tasks with the harness fixed: N
@@ -88,5 +89,7 @@ export async function evaluation(config: EvalConfig & { id: string }): Promise<E
   });
   const markdown = renderMarkdown(report);
   const files = await writeReport({ id: workflowInfo().workflowId, report, markdown });
-  return { id: config.id, report, markdown, files };
+  // The verdict acts on the candidate's lineage: a promotion, a rollback, or nothing.
+  const decision = patched("lineage-decisions") ? await actOnVerdict(config, report) : null;
+  return { id: config.id, report, markdown, files, decision };
 }

@@ -1,4 +1,5 @@
 import {
+  type AdapterRef,
   adapterName,
   DEFAULT_PROMOTION_MARGIN,
   type RolloutResult,
@@ -10,6 +11,7 @@ import {
 } from "@bridle/contracts";
 import { mapBounded } from "@bridle/service-kit/limit";
 import {
+  ApplicationFailure,
   allHandlersFinished,
   condition,
   continueAsNew,
@@ -24,6 +26,7 @@ import {
 } from "@temporalio/workflow";
 import type { Activities, BatchEntry } from "../activities.ts";
 import { evaluation } from "./evaluation.ts";
+import { lineage } from "./lineage.ts";
 import { rolloutSeed } from "./seed.ts";
 
 const { sampleTasks, recordMetrics } = proxyActivities<Activities>({
@@ -85,6 +88,9 @@ export async function trainingRun(input: {
     rolloutsDone: 0,
     metrics: [],
   };
+  // A run that continues its lineage starts from the promoted version: its weights, and its
+  // rollouts sample that version until the run's own first one serves.
+  if (!input.state && config.start === "promoted") await startFromPromoted(config, state);
   setHandler(progressQuery, () => state);
   setHandler(pauseSignal, () => {
     state.paused = true;
@@ -110,6 +116,32 @@ export async function trainingRun(input: {
   }
   state.phase = state.cancelRequested ? "cancelled" : "done";
   return state;
+}
+
+async function startFromPromoted(config: TrainingRunConfig, state: RunProgress): Promise<void> {
+  const key = { model: config.baseModel, harness: config.harness };
+  const { promoted } = await lineage(key);
+  if (!promoted)
+    throw ApplicationFailure.nonRetryable(
+      `no adapter of ${key.model} in ${key.harness} is promoted: start fresh, or promote a version first`,
+      "nothing_promoted",
+    );
+  if (promoted.step === null)
+    throw ApplicationFailure.nonRetryable(
+      `${promoted.servedName} was loaded from a folder, not made by a trainer step: a run cannot continue it`,
+      "parent_not_trained",
+    );
+  state.parent = {
+    adapter: { name: promoted.name, version: promoted.version },
+    servedName: promoted.servedName,
+    step: { run: promoted.name.split("/")[2]!, step: promoted.step, hash: promoted.hash },
+  };
+  state.servedName = promoted.servedName;
+}
+
+/** What the run's rollouts sample now: its own latest version, else the one it started from, else none. */
+function sampledVersion(state: RunProgress): number | null {
+  return state.adapterVersion || (state.parent?.adapter.version ?? null);
 }
 
 async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<void> {
@@ -173,7 +205,8 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
       step: number,
       config: { ...config.train, temperature: config.temperature },
       batch,
-      served: { model: state.servedName, version: state.adapterVersion || null },
+      served: { model: state.servedName, version: sampledVersion(state) },
+      ...(number === 1 && state.parent ? { parent: state.parent.step } : {}),
     });
     applied = trained.applied;
     training = {
@@ -186,7 +219,13 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
     };
     if (trained.applied) {
       state.phase = "loading";
+      // Its weights started from the run's previous version, or from the one the run started from.
+      const parent: AdapterRef | null =
+        state.adapterVersion > 0
+          ? { name: state.adapter, version: state.adapterVersion }
+          : (state.parent?.adapter ?? null);
       const version = await loadAdapter({
+        parent,
         name: state.adapter,
         version: state.adapterVersion + 1,
         run: config.name,
@@ -222,13 +261,30 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
   };
   if (config.evalEvery > 0 && number % config.evalEvery === 0 && state.adapterVersion > 0) {
     state.phase = "evaluating";
-    const output = await executeChild(evaluation, {
-      workflowId: `${workflowInfo().workflowId}-eval-s${number}`,
-      taskQueue: TaskQueues.control,
-      args: [{ ...evalDefaults(config), id: `${config.name}-eval-s${number}`, candidate: state.servedName }],
-    });
-    metrics.evalScore = output.report.overall.difference.estimate;
-    upsertSearchAttributes([{ key: SearchAttributes.evalScore, value: metrics.evalScore }]);
+    // Promoting as it goes: each eval pits the newest version against what the lineage promotes
+    // now (the base model when nothing is), so a pass promotes it.
+    let baseline = config.baseModel;
+    if (patched("lineage-decisions")) {
+      const { promoted } = await lineage({ model: config.baseModel, harness: config.harness });
+      if (promoted) baseline = promoted.servedName;
+    }
+    // A version already promoted (no newer one since) has nothing to be judged against.
+    if (baseline !== state.servedName) {
+      const output = await executeChild(evaluation, {
+        workflowId: `${workflowInfo().workflowId}-eval-s${number}`,
+        taskQueue: TaskQueues.control,
+        args: [
+          {
+            ...evalDefaults(config),
+            id: `${config.name}-eval-s${number}`,
+            candidate: state.servedName,
+            baseline,
+          },
+        ],
+      });
+      metrics.evalScore = output.report.overall.difference.estimate;
+      upsertSearchAttributes([{ key: SearchAttributes.evalScore, value: metrics.evalScore }]);
+    }
   }
   // The whole run's figures are kept by the trainer; the workflow carries only its latest steps.
   if (patched("metrics-kept-whole")) await recordMetrics({ run: config.name, metrics });

@@ -57,12 +57,23 @@ class Trajectory:
 
 
 @dataclass(frozen=True)
+class StepRef:
+    """A committed step of a run, and the hash its adapter must have."""
+
+    run: str
+    step: int
+    hash: str
+
+
+@dataclass(frozen=True)
 class StepRequest:
     run: str
     step: int
     config: TrainConfig
     trajectories: list[Trajectory]
     batch_hash: str = field(default="")
+    # Step 1 only: the committed step whose adapter the run starts from (lineage).
+    parent: StepRef | None = None
 
 
 def _int(value: Any, path: str, low: int, high: int) -> int:
@@ -126,6 +137,8 @@ def parse_config(raw: Any) -> TrainConfig:
 def batch_hash(raw: dict[str, Any]) -> str:
     """A content hash of what a step trains on, so a resubmission with other data is caught."""
     payload = {k: raw.get(k) for k in ("config", "trajectories")}
+    if raw.get("parent") is not None:
+        payload["parent"] = raw["parent"]
     return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -143,9 +156,27 @@ def parse_step(raw: Any, vocab_size: int, max_tokens: int) -> StepRequest:
     if not isinstance(items, list):
         raise bad_batch("trajectories", "expected a list of scored trajectories")
     trajectories = [_trajectory(t, f"trajectories.{i}", vocab_size, max_tokens) for i, t in enumerate(items)]
+    parent = _parent(raw.get("parent"), step)
     # The service may send its own hash of the request so it can check replays without the worker.
     given = raw.get("batchHash")
-    return StepRequest(run, step, config, trajectories, given if isinstance(given, str) else batch_hash(raw))
+    hashed = given if isinstance(given, str) else batch_hash(raw)
+    return StepRequest(run, step, config, trajectories, hashed, parent)
+
+
+def _parent(raw: Any, step: int) -> StepRef | None:
+    if raw is None:
+        return None
+    if step != 1:
+        raise bad_batch("parent", "only a run's first step starts from a parent adapter")
+    if not isinstance(raw, dict):
+        raise bad_batch("parent", "expected {run, step, hash}")
+    run = raw.get("run")
+    if not isinstance(run, str) or not RUN_ID.match(run):
+        raise bad_batch("parent.run", "expected 1-128 characters of letters, digits, '.', '_' or '-'")
+    digest = raw.get("hash")
+    if not isinstance(digest, str) or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise bad_batch("parent.hash", "expected a sha256 in hex")
+    return StepRef(run, _int(raw.get("step"), "parent.step", 1, 10_000_000), digest)
 
 
 def _trajectory(raw: Any, path: str, vocab_size: int, max_tokens: int) -> Trajectory:

@@ -99,6 +99,8 @@ class Trainer:
         if precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be fp32 or bf16, not {precision!r}")
         self.device = pick_device(device)
+        # The base model's name, kept in every step record: an adapter only continues on its own base.
+        self.base_model = model_dir.resolve().name
         base = load_base(model_dir, self.device)
         self.vocab_size = int(base.config.vocab_size)
         self.max_tokens = int(base.config.max_position_embeddings)
@@ -144,22 +146,57 @@ class Trainer:
             for group in self.optimizer.param_groups:
                 group["lr"] = config.learning_rate
             return
-        if req.step == 1:
+        if req.step == 1 and req.parent is None:
             self.lora.fresh(config)
             self.optimizer = self._new_optimizer(config)
             return
+        if req.step == 1:
+            assert req.parent is not None
+            # A run that continues a lineage: the parent's weights, a new optimiser (a new run).
+            self._check_parent(req)
+            parent = self.store.step_dir(req.parent.run, req.parent.step)
+            self._check_shape(req.run, parent / "adapter", config)
+            self.lora.restore(config, parent / "adapter")
+            self.optimizer = self._new_optimizer(config)
+            return
         previous = self.store.step_dir(req.run, req.step - 1)
-        saved = json.loads((previous / "adapter" / "adapter_config.json").read_text())
-        shape = (saved["r"], float(saved["lora_alpha"]), tuple(sorted(saved["target_modules"])))
-        if shape != config.lora_key():
-            raise StepError(
-                409, "lora_shape_changed", f"run {req.run} uses LoRA {shape}; the request asks for another"
-            )
+        self._check_shape(req.run, previous / "adapter", config)
         self.lora.restore(config, previous / "adapter")
         self.optimizer = self._new_optimizer(config)
         self.optimizer.load_state_dict(torch.load(previous / "optimizer.pt", map_location=self.device))
         for group in self.optimizer.param_groups:
             group["lr"] = config.learning_rate
+
+    def _check_shape(self, run: str, adapter_dir: Path, config: TrainConfig) -> None:
+        saved = json.loads((adapter_dir / "adapter_config.json").read_text())
+        shape = (saved["r"], float(saved["lora_alpha"]), tuple(sorted(saved["target_modules"])))
+        if shape != config.lora_key():
+            raise StepError(
+                409, "lora_shape_changed", f"run {run} starts from LoRA {shape}; the request asks for another"
+            )
+
+    def _check_parent(self, req: StepRequest) -> None:
+        """The parent exists here, is the adapter its hash names, and was trained on this base model."""
+        parent = req.parent
+        assert parent is not None
+        done = self.store.result(parent.run, parent.step)
+        name = f"step {parent.step} of run {parent.run}"
+        if done is None:
+            raise StepError(404, "parent_not_found", f"{name} is not committed on this trainer")
+        if done.get("adapterHash") != parent.hash:
+            raise StepError(
+                409,
+                "parent_mismatch",
+                f"{name} holds adapter {str(done.get('adapterHash'))[:12]}, not {parent.hash[:12]}",
+            )
+        trained_on = done.get("baseModel")
+        if trained_on != self.base_model:
+            raise StepError(
+                409,
+                "base_model_mismatch",
+                f"the adapter of {name} was trained on {trained_on or 'an unrecorded base model'}; "
+                f"this trainer holds {self.base_model}",
+            )
 
     def _new_optimizer(self, config: TrainConfig) -> torch.optim.Optimizer:
         return torch.optim.AdamW(self.lora.trainable(), lr=config.learning_rate, weight_decay=0.0)
@@ -324,5 +361,11 @@ class Trainer:
             "tokensPerSecond": summary["tokens"] / seconds if seconds > 0 else 0.0,
             "elapsedMs": round((time.perf_counter() - started) * 1000),
             "device": self.device.type,
+            "baseModel": self.base_model,
+            "parent": (
+                {"run": req.parent.run, "step": req.parent.step, "hash": req.parent.hash}
+                if req.parent
+                else None
+            ),
             "completedAt": datetime.now(UTC).isoformat(),
         }

@@ -41,6 +41,13 @@ def batch(trainer, run, step, rewards=(1.0, 0.0), config=CONFIG):
     return {"run": run, "step": step, "config": config, "trajectories": trajectories}
 
 
+def policy_logprobs(trainer, completion) -> list[float]:
+    ids = torch.tensor([PROMPT + completion])
+    with torch.no_grad():
+        lps = token_logprobs(trainer.lora.peft(input_ids=ids).logits, ids)
+    return [min(float(x), 0.0) for x in lps[0, len(PROMPT) - 1 :]]
+
+
 def noop(*_args) -> None:
     return None
 
@@ -124,6 +131,52 @@ def test_a_step_without_rollouts_is_a_recorded_no_op_the_next_step_follows(train
     trainer._state_of = None  # the next step starts from the record on disk, as after a restart
     third = trainer.step(batch(trainer, "gap", 3), noop)
     assert third["applied"] is True and third["optimizerSteps"] == first["optimizerSteps"] + 2
+
+
+def test_a_run_started_from_another_runs_adapter_continues_its_weights(trainer):
+    parent = trainer.step(batch(trainer, "parent", 1), noop)
+    assert parent["baseModel"] == "smollm2-135m-instruct" and parent["parent"] is None
+    gap_parent = sequence_logprob(trainer, GOOD) - sequence_logprob(trainer, BAD)
+    trainer.lora.fresh(_cfg())  # memory forgets the parent: the child must read it from disk
+    ref = {"run": "parent", "step": 1, "hash": parent["adapterHash"]}
+    # Equal rewards: a no-op step, so its saved adapter is exactly the weights it started from.
+    child = trainer.step({**batch(trainer, "child", 1, rewards=(0.5, 0.5)), "parent": ref}, noop)
+    assert child["applied"] is False and child["parent"] == ref
+    assert child["adapterHash"] == parent["adapterHash"]
+    assert sequence_logprob(trainer, GOOD) - sequence_logprob(trainer, BAD) == pytest.approx(gap_parent)
+    # Trained further, it moves on from the parent's weights with an optimiser of its own.
+    request = batch(trainer, "child", 2, rewards=(0.0, 1.0))
+    for trajectory, completion in zip(request["trajectories"], (GOOD, BAD), strict=True):
+        trajectory["calls"][0]["logprobs"] = policy_logprobs(trainer, completion)  # sampled from the parent
+    second = trainer.step(request, noop)
+    assert second["applied"] is True and second["optimizerSteps"] == 2
+    assert second["adapterHash"] != parent["adapterHash"]
+    assert second["kl"] > 0  # measured from its first step: it starts off the base model
+
+
+def test_a_parent_that_is_missing_other_content_or_of_another_base_model_is_refused(trainer):
+    parent = trainer.step(batch(trainer, "origin", 1), noop)
+    cases = [
+        ({"run": "nowhere", "step": 1, "hash": parent["adapterHash"]}, "parent_not_found"),
+        ({"run": "origin", "step": 1, "hash": "0" * 64}, "parent_mismatch"),
+    ]
+    for ref, code in cases:
+        with pytest.raises(StepError) as info:
+            trainer.step({**batch(trainer, f"from-{code}", 1), "parent": ref}, noop)
+        assert info.value.code == code
+    ref = {"run": "origin", "step": 1, "hash": parent["adapterHash"]}
+    trainer.base_model = "qwen2.5-coder-0.5b-instruct"  # as a trainer holding another base model
+    try:
+        with pytest.raises(StepError) as info:
+            trainer.step({**batch(trainer, "elsewhere", 1), "parent": ref}, noop)
+    finally:
+        trainer.base_model = "smollm2-135m-instruct"
+    assert info.value.status == 409 and info.value.code == "base_model_mismatch"
+    assert "trained on smollm2-135m-instruct" in info.value.message
+    assert "this trainer holds qwen2.5-coder-0.5b-instruct" in info.value.message
+    with pytest.raises(StepError) as info:
+        trainer.step({**batch(trainer, "late", 1), "step": 2, "parent": ref}, noop)
+    assert info.value.code == "invalid_batch" and info.value.message.startswith("parent:")
 
 
 def test_equal_rewards_are_a_reported_no_op(trainer):

@@ -3,6 +3,7 @@ import { parseArgs } from "node:util";
 import { EnvError, ServiceError } from "@bridle/service-kit";
 import { down, endpoints, loadStackConfig, type StackConfig, StackError, status, up } from "@bridle/stack";
 import { checkMoves } from "@bridle/testkit";
+import { adaptersCommand, adaptersUsage } from "./commands/adapters.ts";
 import { ensureBundledTasks, experiment, experimentUsage } from "./commands/experiment.ts";
 import { guardCheck } from "./commands/guard-check.ts";
 import { harnessCheck } from "./commands/harness-check.ts";
@@ -34,6 +35,9 @@ Stack:
 Training and evaluation:
 ${trainingUsage}
 ${experimentUsage}
+
+Adapters:
+${adaptersUsage}
 
 Guard:
   guard check <calls.jsonl>  apply the guard's rules to one tool call per line; prints one verdict per line
@@ -91,6 +95,8 @@ async function main(argv: string[]): Promise<number> {
       candidates: { type: "string" },
       harnesses: { type: "string" },
       "port-base": { type: "string" },
+      start: { type: "string" },
+      reason: { type: "string" },
     },
   });
   const command = positionals[0];
@@ -148,6 +154,8 @@ async function main(argv: string[]): Promise<number> {
         : signalRun(config, positionals[1], positionals[2], say);
     case "tasks":
       return tasksCommand(config, positionals.slice(1), values, say);
+    case "adapters":
+      return adaptersCommand(config, positionals.slice(1), values, say);
     case "harness": {
       const target = positionals[2];
       if (positionals[1] !== "check" || !target) {

@@ -50,6 +50,22 @@ describe("gateway API contract", () => {
     expect(await issuePaths(res)).toEqual(["param.id"]);
   });
 
+  it("promotes by hand only a versioned name, and says when serving cannot be read", async () => {
+    const bare = await app().request(
+      "/v1/lineages/m/pi/promotions",
+      json({ adapter: "m/pi/r", reason: "x" }),
+    );
+    expect(bare.status).toBe(400);
+    expect(await issuePaths(bare)).toEqual(["body.adapter"]);
+    const noReason = await app().request("/v1/lineages/m/pi/rollbacks", json({}));
+    expect(await issuePaths(noReason)).toEqual(["body.reason"]);
+    const down = await app().request("/v1/lineages/m/pi/rollbacks", json({ reason: "regressed" }));
+    expect(down.status).toBe(503);
+    expect(await errorOf(down)).toMatchObject({ code: "serving_unavailable", retryable: true });
+    const fromNothing = await app().request("/v1/runs", json({ name: "r", start: "promoted" }));
+    expect(fromNothing.status).toBe(503); // the lineage cannot be read: refused before any workflow
+  });
+
   it("answers unknown routes with 404", async () => {
     const res = await app().request("/v1/nothing-here");
     expect(res.status).toBe(404);

@@ -1,6 +1,6 @@
 import { createApp, type Logger, MIN_TOKEN_LENGTH, requireBearer } from "@bridle/service-kit";
 import type { Client } from "@temporalio/client";
-import { adapterRoutes } from "./routes/adapters.ts";
+import { adapterRoutes, lineageRoutes } from "./routes/adapters.ts";
 import { calibrationRoutes, evalRoutes } from "./routes/evals.ts";
 import { probeRoutes } from "./routes/probes.ts";
 import { runRoutes } from "./routes/runs.ts";
@@ -20,7 +20,7 @@ export interface GatewayDeps {
 
 /**
  * The gateway: Bridle's public HTTP API, and the dashboard page that reads it (`/ui/`). It starts
- * and reads workflows; the one service it calls is serving, to list adapter versions (read-only):
+ * and reads workflows; it reads serving's adapters and lineages and the trainer's run metrics:
  * every change goes through a workflow.
  */
 export function createGatewayApp(deps: GatewayDeps) {
@@ -42,7 +42,8 @@ export function createGatewayApp(deps: GatewayDeps) {
     .route("/v1/runs", runRoutes(deps))
     .route("/v1/evals", evalRoutes(deps))
     .route("/v1/calibrations", calibrationRoutes(deps))
-    .route("/v1/adapters", adapterRoutes(deps.servingUrl))
+    .route("/v1/adapters", adapterRoutes(deps))
+    .route("/v1/lineages", lineageRoutes(deps))
     .route("/", dashboardRoutes());
 }
 

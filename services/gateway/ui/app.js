@@ -374,23 +374,73 @@ async function showEvals() {
 // ---- adapters
 
 async function showAdapters() {
-  const { adapters } = await api("/adapters");
+  const { adapters, lineages = [] } = await api("/adapters");
+  const promoted = new Set(lineages.flatMap((l) => (l.promoted ? [l.promoted.servedName] : [])));
+  const served = (ref) => (ref ? `${ref.name}@v${ref.version}` : "base model");
   const rows = adapters.flatMap((a) =>
     a.versions.map((v) =>
       el(
         "tr",
-        { "data-adapter": v.servedName },
+        { "data-adapter": v.servedName, "data-promoted": promoted.has(v.servedName) ? "true" : undefined },
         el("td", {}, a.name),
-        el("td", {}, `v${v.version}${a.current === v.version ? " (current)" : ""}`),
+        el(
+          "td",
+          {},
+          `v${v.version}${a.current === v.version ? " (current)" : ""}`,
+          promoted.has(v.servedName) ? el("span", { class: "badge" }, "promoted") : null,
+        ),
         el("td", {}, v.state),
         el("td", {}, v.step ?? "–"),
+        el("td", {}, v.parent ? served(v.parent) : "fresh"),
         el("td", {}, el("code", {}, v.hash.slice(0, 12))),
         el("td", {}, num(v.canaryDelta, 3)),
         el("td", {}, when(v.createdAt)),
       ),
     ),
   );
-  fillTable("adapters", rows.length ? rows : [el("tr", {}, el("td", { colspan: 7 }, "No adapter yet"))]);
+  fillTable("adapters", rows.length ? rows : [el("tr", {}, el("td", { colspan: 8 }, "No adapter yet"))]);
+  // Each lineage: what is promoted now, and every decision with the evaluation behind it.
+  document.getElementById("lineages").replaceChildren(
+    ...lineages.map((l) =>
+      el(
+        "div",
+        { class: "lineage", "data-lineage": `${l.model}/${l.harness}` },
+        el(
+          "h3",
+          {},
+          `${l.model} in ${l.harness}: `,
+          l.promoted ? el("code", {}, l.promoted.servedName) : "base model (nothing promoted)",
+        ),
+        l.decisions.length === 0
+          ? el(
+              "p",
+              { class: "muted" },
+              "No promotion yet: an evaluation that passes the gate promotes its candidate.",
+            )
+          : el(
+              "ol",
+              { class: "decisions" },
+              l.decisions.map((d) =>
+                el(
+                  "li",
+                  { "data-decision": d.action },
+                  el(
+                    "strong",
+                    {},
+                    d.action === "promote"
+                      ? `promoted ${served(d.adapter)}`
+                      : `rolled back to ${served(d.adapter)}`,
+                  ),
+                  ` (was ${served(d.previous)}; ${d.evalId ? `evaluation ${d.evalId}` : "by hand"}; ${when(d.at)}; workflow `,
+                  el("code", {}, d.id),
+                  "): ",
+                  d.reason,
+                ),
+              ),
+            ),
+      ),
+    ),
+  );
 }
 
 // ---- the loop

@@ -22,8 +22,9 @@ const readEval = (api: GatewayClient, id: string) =>
   answer((init) => api.v1.evals[":id"].$get({ param: { id }, query: {} }, { init }));
 
 export const trainingUsage = `  train [--name N] [--harness pi] [--steps 2] [--batch 1] [--group 2] [--follow]
-        [--tasks ID,ID] [--max-turns N] [--agent-timeout SEC] [--context-window N]
-                     start a training run through the gateway; --follow shows live progress
+        [--start fresh|promoted] [--tasks ID,ID] [--max-turns N] [--agent-timeout SEC] [--context-window N]
+                     start a training run through the gateway; --follow shows live progress;
+                     --start promoted continues the (model, harness) lineage from its promoted adapter
   eval --candidate MODEL [--baseline MODEL] [--harness pi] [--limit N] [--attempts N]
         [--temperature T] [--seed S] [--tasks ID,ID]
                      evaluate an adapter version against the base model on held-out tasks
@@ -53,6 +54,7 @@ export interface TrainingFlags {
   "agent-timeout"?: string | undefined;
   "context-window"?: string | undefined;
   seed?: string | undefined;
+  start?: string | undefined;
   matrix?: boolean | undefined;
   candidates?: string | undefined;
   harnesses?: string | undefined;
@@ -108,6 +110,7 @@ export async function train(
     batchSize: int(flags.batch, 1),
     groupSize: int(flags.group, 2),
     ...(flags.tasks ? { tasks: flags.tasks.split(",").map((t) => t.trim()) } : {}),
+    ...(flags.start ? { start: flags.start as "fresh" | "promoted" } : {}),
     ...rolloutLimits(config, flags),
     ...extra,
   };
@@ -222,6 +225,15 @@ export async function evaluate(
     say("");
     say(view.output.markdown);
     say(`report: ${view.output.files.markdown} (and report.json beside it)`);
+    const decision = view.output.decision;
+    if (decision) {
+      const to = decision.outcome.adapter
+        ? `${decision.outcome.adapter.name}@v${decision.outcome.adapter.version}`
+        : "the base model alone";
+      say(
+        `lineage: ${decision.action === "promote" ? "promoted" : "rolled back"}; now promoted: ${to} (workflow ${decision.workflowId})`,
+      );
+    }
   }
   return view;
 }

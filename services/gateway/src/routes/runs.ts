@@ -1,5 +1,6 @@
 import {
   adapterName,
+  LineageView,
   RunList,
   RunMetricsList,
   RunProgress,
@@ -30,6 +31,8 @@ export interface RunDeps {
   log: Logger;
   /** The trainer keeps every step's figures of every run (the workflow carries its latest). */
   trainerUrl: string;
+  /** Serving's lineages: a run that continues one needs a promoted version to start from. */
+  servingUrl: string;
 }
 
 /** How long a run's view waits for its workflow to answer the progress query. */
@@ -125,13 +128,37 @@ export function runRoutes(deps: RunDeps) {
         responses: {
           202: jsonContent(RunView, "Started"),
           400: errorContent("Invalid configuration"),
-          409: errorContent("A run with this name exists"),
+          409: errorContent(
+            "A run with this name exists, or it would continue a lineage with nothing promoted",
+          ),
           503: errorContent("Temporal unavailable"),
         },
       }),
       async (c) => {
         const config = c.req.valid("json");
         const id = runWorkflowId(config.name);
+        // Refused here, in the answer, rather than as a run that fails at once.
+        if (config.start === "promoted") {
+          const path = `/v1/lineages/${config.baseModel}/${config.harness}`;
+          const lineage = await callJson(`${deps.servingUrl}${path}`, { schema: LineageView }).catch(
+            (err: unknown) => {
+              throw httpError(
+                503,
+                "serving_unavailable",
+                `cannot read the lineage: ${(err as Error).message}`,
+                {
+                  retryable: true,
+                },
+              );
+            },
+          );
+          if (!lineage.promoted)
+            throw httpError(
+              409,
+              "nothing_promoted",
+              `no adapter of ${config.baseModel} in ${config.harness} is promoted: start fresh, or promote a version first`,
+            );
+        }
         await deps.temporal.workflow
           .start<typeof trainingRun>("trainingRun", {
             taskQueue: TaskQueues.control,

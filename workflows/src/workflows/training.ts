@@ -126,6 +126,11 @@ async function startFromPromoted(config: TrainingRunConfig, state: RunProgress):
       `no adapter of ${key.model} in ${key.harness} is promoted: start fresh, or promote a version first`,
       "nothing_promoted",
     );
+  if (promoted.state !== "serving")
+    throw ApplicationFailure.nonRetryable(
+      `the promoted ${promoted.servedName} is ${promoted.state}${promoted.error ? ` (${promoted.error.code}: ${promoted.error.message})` : ""}: roll it back first`,
+      "promoted_not_serving",
+    );
   if (promoted.step === null)
     throw ApplicationFailure.nonRetryable(
       `${promoted.servedName} was loaded from a folder, not made by a trainer step: a run cannot continue it`,

@@ -158,6 +158,12 @@ export function runRoutes(deps: RunDeps) {
               "nothing_promoted",
               `no adapter of ${config.baseModel} in ${config.harness} is promoted: start fresh, or promote a version first`,
             );
+          if (lineage.promoted.state !== "serving")
+            throw httpError(
+              409,
+              "promoted_not_serving",
+              `the promoted ${lineage.promoted.servedName} is ${lineage.promoted.state}: roll it back first`,
+            );
         }
         await deps.temporal.workflow
           .start<typeof trainingRun>("trainingRun", {

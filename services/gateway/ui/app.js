@@ -196,7 +196,9 @@ async function showRun() {
     return;
   }
   const path = `/runs/${encodeURIComponent(state.run)}`;
-  const [run, figures] = await Promise.all([api(path), api(`${path}/metrics`)]);
+  // One request: the figures come with the run's view they were read with (one progress query).
+  const figures = await api(`${path}/metrics`);
+  const { run } = figures;
   section.hidden = false;
   const p = run.progress;
   document.getElementById("run-title").replaceChildren(`Run ${run.name} `, link(run.uiUrl, "(workflow)"));

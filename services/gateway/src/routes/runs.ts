@@ -241,6 +241,9 @@ export function runRoutes(deps: RunDeps) {
               complete: z
                 .boolean()
                 .describe("Every step is here; false when only the workflow's latest steps could be read"),
+              run: RunView.describe(
+                "The run's view these figures were read with (one progress query for both)",
+              ),
             }),
             "Metrics",
           ),
@@ -261,7 +264,7 @@ export function runRoutes(deps: RunDeps) {
         const byStep = new Map([...kept.metrics, ...latest].map((m) => [m.step, m]));
         const metrics = [...byStep.values()].sort((a, b) => a.step - b.step);
         const steps = run.progress?.step ?? metrics.length;
-        return c.json({ name: run.name, metrics, complete: metrics.length >= steps }, 200);
+        return c.json({ name: run.name, metrics, complete: metrics.length >= steps, run }, 200);
       },
     )
     .openapi(signal("pause"), async (c) => c.json(await signalHandler("pause")(c), 202))

@@ -48,6 +48,11 @@ export interface BatchEntry {
   group: string;
   reward: number;
   guardSession: string;
+  /**
+   * Where the trajectory is read: the guard that recorded it, as its runner said (runners and
+   * guards may run on other hosts). Absent in histories from before: this worker's guard.
+   */
+  trajectory?: string;
 }
 
 export interface TrainStepInput {
@@ -327,7 +332,8 @@ export function createActivities(deps: ActivityDeps) {
       let refused = 0;
       for (const entry of input.batch) {
         const trajectory = await callJson(
-          `${deps.guardUrl}/admin/sessions/${encodeURIComponent(entry.guardSession)}/trajectory`,
+          entry.trajectory ??
+            `${deps.guardUrl}/admin/sessions/${encodeURIComponent(entry.guardSession)}/trajectory`,
           {
             schema: Trajectory,
             headers: { authorization: `Bearer ${deps.guardAdminToken}` },

@@ -24,14 +24,26 @@ function watchOwner(group: number): void {
   spawn("sh", ["-c", script], { detached: true, stdio: "ignore" }).unref();
 }
 
-/** Starts a component (command, args, env from `components.ts`) and waits for its health URL. */
+/**
+ * Starts a component (command, args, env from `components.ts`) and waits until it is ready: its
+ * health URL answers, or (a component without one, such as a worker) `ready` says so.
+ */
 export async function startComponent(
   component: Component,
   logDir: string,
   timeoutMs = 300_000,
+  ready?: () => Promise<boolean>,
 ): Promise<Running> {
-  if (component.health.kind !== "http") throw new Error(`${component.name}: only HTTP health checks here`);
-  const healthUrl = component.health.url;
+  const { health } = component;
+  if (health.kind !== "http" && !ready)
+    throw new Error(`${component.name}: no HTTP health check; say how to tell it is ready`);
+  const isReady =
+    ready ??
+    (() =>
+      fetch(health.kind === "http" ? health.url : "").then(
+        (r) => r.ok,
+        () => false,
+      ));
   const log = join(logDir, `${component.name}.log`);
   const fd = openSync(log, "a");
   const child: ChildProcess = spawn(component.command, component.args, {
@@ -46,11 +58,7 @@ export async function startComponent(
   for (;;) {
     if (child.exitCode !== null)
       throw new Error(`${component.name} exited with ${child.exitCode}; see ${log}`);
-    const ok = await fetch(healthUrl).then(
-      (r) => r.ok,
-      () => false,
-    );
-    if (ok) break;
+    if (await isReady()) break;
     if (Date.now() > deadline) {
       if (child.pid !== undefined) signalGroup(child.pid, "SIGKILL");
       throw new Error(`${component.name} not healthy in time; see ${log}`);

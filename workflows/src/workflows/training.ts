@@ -366,7 +366,12 @@ function byCategory(
 function toBatch(results: RolloutResult[]): BatchEntry[] {
   return results
     .filter((r) => r.reward !== null && r.refs.guardSession !== null)
-    .map((r) => ({ group: r.taskId, reward: r.reward!, guardSession: r.refs.guardSession! }));
+    .map((r) => ({
+      group: r.taskId,
+      reward: r.reward!,
+      guardSession: r.refs.guardSession!,
+      ...(r.refs.trajectory ? { trajectory: r.refs.trajectory } : {}),
+    }));
 }
 
 /** Whether some group holds two different rewards: GRPO's advantage is zero in every other group. */

@@ -400,6 +400,9 @@ describe("rollouts spread over a second node, which dies mid-run", () => {
       const unfinished = before.filter((id) => !finishedThere.includes(id));
       for (const id of unfinished) expect(onFirst).toContain(id);
       expect(new Set([...onFirst, ...before]).size).toBe(p.rolloutsDone);
+      process.stdout.write(
+        `two nodes: ${p.rolloutsDone} rollouts; the second node started ${before.length} and finished ${finishedThere.length} before it died; the first started ${onFirst.length} (${unfinished.length} of them again)\n`,
+      );
     } finally {
       await node.stop();
     }

@@ -69,7 +69,8 @@ export async function startComponent(
     name: component.name,
     pid: child.pid ?? 0,
     async stop(signal: NodeJS.Signals = "SIGTERM") {
-      if (child.exitCode !== null || child.pid === undefined) return;
+      // Gone already: it exited, or a signal ended it (a test's SIGKILL).
+      if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
       const exited = new Promise((r) => child.once("exit", r));
       process.kill(-child.pid, signal); // the whole group: vLLM's engine core is a child process
       const timer = setTimeout(() => child.pid && process.kill(-child.pid, "SIGKILL"), 10_000);

@@ -126,11 +126,11 @@ describe("an adapter lineage: promoted as a run goes, continued by the next run,
       args: [{ config }],
     }) as Promise<RunProgress>;
   };
-  const evaluate = (id: string, candidate: string) =>
+  const evaluate = (id: string, candidate: string, harness = "pi") =>
     temporal.client.workflow.execute("evaluation", {
       taskQueue: TaskQueues.control,
       workflowId: `eval-${id}`,
-      args: [{ ...EvalConfig.parse({ harness: "pi", candidate, baseline: "m", limit: TASKS }), id }],
+      args: [{ ...EvalConfig.parse({ harness, candidate, baseline: "m", limit: TASKS }), id }],
     }) as Promise<EvalOutput>;
   /** The workflow ids a visibility query finds (eventually consistent: asked until it answers). */
   async function found(query: string): Promise<string[]> {
@@ -207,6 +207,14 @@ describe("an adapter lineage: promoted as a run goes, continued by the next run,
     });
     expect(decisions.at(-1)!.reason).toMatch(/regressed against m in evaluation regress: .*upper bound/);
     expect(await found(`BridleKind = "rollback" AND BridleModel = "m"`)).toEqual(["rollback-eval-regress"]);
+  }, 120_000);
+
+  it("leaves the lineage alone when the adapter is judged in another harness (the matrix)", async () => {
+    solver = "m/pi/b@v2";
+    const output = await evaluate("elsewhere", "m/pi/b@v2", "opencode");
+    expect(output.report.verdict?.decision).toBe("promote");
+    expect(output.decision).toBeNull();
+    expect(promoted).toBeNull();
   }, 120_000);
 
   it("refuses to start from the lineage when nothing is promoted", async () => {

@@ -212,9 +212,9 @@ export class AdapterManager {
       )?.previous ?? null;
     const seen = new Set<string>();
     for (let v = promotedBefore(from); v !== null; v = promotedBefore(v)) {
-      const key = servedName(v.name, v.version);
-      if (seen.has(key)) break;
-      seen.add(key);
+      const id = servedName(v.name, v.version);
+      if (seen.has(id)) break;
+      seen.add(id);
       if (this.registry.get(v.name, v.version)?.state === "serving") return v;
     }
     return null;

@@ -64,16 +64,19 @@ async function decideAs(action: "promote" | "rollback", input: DecisionInput): P
  * What an evaluation's verdict changes in its candidate's lineage. A versioned adapter that is not
  * promoted is promoted when the verdict says so against what the lineage promotes now (the base
  * model when nothing is); the promoted version itself is rolled back when it regressed. Anything
- * else (a base model or bare name as candidate, a comparison against something else) changes nothing.
+ * else (a base model or bare name as candidate, a comparison against something else, another
+ * harness) changes nothing.
  */
 export async function actOnVerdict(
-  config: { id: string; candidate: string; baseline: string },
+  config: { id: string; candidate: string; baseline: string; harness: string },
   report: EvalReport,
 ): Promise<EvalOutput["decision"]> {
   const verdict = report.verdict;
   const at = /^(.+)@v(\d+)$/.exec(config.candidate);
   const key = at ? lineageOf(at[1]!) : null;
-  if (!verdict || !at || !key) return null;
+  // An adapter judged in another harness than its own (the cross-harness matrix) says nothing of
+  // its lineage, which is per harness.
+  if (!verdict || !at || !key || key.harness !== config.harness) return null;
   const adapter = { name: at[1]!, version: Number(at[2]) };
   const current = await lineage(key);
   const promoted = current.promoted;

@@ -1,10 +1,7 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { type AddressInfo, createServer } from "node:net";
-import { tmpdir } from "node:os";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { AdapterView, RunProgress, TaskQueues, TrainerWorkerInfo, TrainStepView } from "@bridle/contracts";
+import { AdapterView, RunProgress, TrainerWorkerInfo, TrainStepView } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
-import { stackComponents, startComponent } from "@bridle/stack";
 import { Client, Connection } from "@temporalio/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -18,6 +15,7 @@ import {
   servingUrl,
   waitFor,
 } from "./helpers.ts";
+import { rolloutsIn, startRolloutNode } from "./nodes.ts";
 
 /**
  * Each component is killed with SIGKILL in the middle of a training run; the supervisor brings it
@@ -277,108 +275,9 @@ describe("a training run survives a component killed in the middle", () => {
   it("the runner, mid-rollout, leaving no sandbox behind", survivesRunnerKill, 1_500_000);
 });
 
-/** A free TCP port on the loopback. */
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = createServer().listen(0, config.host, () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-
-/** Rollout ids of a run that a runner's log says it started (or finished). */
-function rolloutsIn(log: string, name: string, what: "started" | "finished"): string[] {
-  if (!existsSync(log)) return [];
-  return readFileSync(log, "utf8")
-    .split("\n")
-    .filter((line) => line.includes(`"rollout ${what}"`))
-    .map((line) => (JSON.parse(line) as { rolloutId: string }).rolloutId)
-    .filter((id) => id.startsWith(`${name}/`));
-}
-
-/**
- * A second rollout node, as on another host in miniature: its own guard, runner and rollout-only
- * worker, with their own ports and data folders, pointed at the stack's Temporal, tasks, verifier,
- * serving and model server by URL. Nothing of it is shared with the first node but those URLs.
- */
-async function startSecondNode() {
-  const home = mkdtempSync(join(tmpdir(), "bridle-node2-"));
-  const [guardPort, runnerPort] = [await freePort(), await freePort()];
-  const url = (port: number) => `http://${config.host}:${port}`;
-  const defs = new Map(stackComponents(config).map((c) => [c.name, c]));
-  const guardDef = defs.get("guard")!;
-  const runnerDef = defs.get("runner")!;
-  const workerDef = defs.get("worker")!;
-  const guard = await startComponent(
-    {
-      ...guardDef,
-      env: {
-        ...guardDef.env,
-        PORT: String(guardPort),
-        GUARD_DATA_DIR: join(home, "guard"),
-        GUARD_WORKERS: "1",
-      },
-      health: { kind: "http", url: `${url(guardPort)}/healthz` },
-    },
-    home,
-  );
-  const runner = await startComponent(
-    {
-      ...runnerDef,
-      env: {
-        ...runnerDef.env,
-        PORT: String(runnerPort),
-        GUARD_URL: url(guardPort),
-        RUNNER_URL: url(runnerPort),
-        RUNNER_DATA_DIR: join(home, "runner"),
-      },
-      health: { kind: "http", url: `${url(runnerPort)}/healthz` },
-    },
-    home,
-  );
-  // Ready once Temporal sees a new poller on the rollout queue: this worker's.
-  const pollers = async () => {
-    const described = await connection.workflowService.describeTaskQueue({
-      namespace: "bridle",
-      taskQueue: { name: TaskQueues.rollout },
-      taskQueueType: 2, // activities
-    });
-    return new Set((described.pollers ?? []).map((p) => p.identity ?? ""));
-  };
-  const first = await pollers();
-  const worker = await startComponent(
-    {
-      ...workerDef,
-      env: {
-        ...workerDef.env,
-        GUARD_URL: url(guardPort),
-        RUNNER_URL: url(runnerPort),
-        WORKER_QUEUES: "rollout",
-        WORKER_DATA_DIR: join(home, "worker"),
-      },
-    },
-    home,
-    300_000,
-    async () => [...(await pollers())].some((id) => !first.has(id)),
-  );
-  return {
-    home,
-    runnerLog: join(home, "runner.log"),
-    guardUrl: url(guardPort),
-    kill: async () => {
-      await worker.stop("SIGKILL");
-      await runner.stop("SIGKILL");
-    },
-    stop: async () => {
-      await Promise.all([worker.stop(), runner.stop(), guard.stop()]);
-      rmSync(home, { recursive: true, force: true });
-    },
-  };
-}
-
 describe("rollouts spread over a second node, which dies mid-run", () => {
   it("completes exactly once: the dead node's rollouts run again on the first, its finished ones are trained on", async () => {
-    const node = await startSecondNode();
+    const node = await startRolloutNode(config, connection);
     try {
       const name = "e2e-two-nodes";
       await startRun(name, 2, {}, { groupSize: 4, concurrency: 4 });

@@ -208,6 +208,7 @@ async function showRun() {
     ["steps", p ? `${p.step} of ${p.steps}` : "–"],
     ["adapter", p ? `${p.adapter} (v${p.adapterVersion})` : "–"],
     ["samples from", p?.servedName ?? "–"],
+    ["started from", p ? (p.parent?.servedName ?? "a fresh adapter") : "–"],
   ];
   document
     .getElementById("run-facts")

@@ -9,35 +9,14 @@
  * credit, so its steps train and load adapter versions (see faults.test.ts).
  */
 import { readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { RunProgress } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
-import { down, loadStackConfig, stackProcesses, status, up } from "@bridle/stack";
+import { down, stackProcesses, status, up } from "@bridle/stack";
 import { z } from "zod";
-import { testStackEnv } from "../src/stack-env.ts";
+import { ownStack, RunView, say, sleep } from "./stack.ts";
 
 const KILLS = 5;
 const STEPS = 8;
-const env = {
-  ...testStackEnv,
-  BRIDLE_DATA: join(tmpdir(), "bridle-soak"),
-  BRIDLE_PORT_BASE: "30700",
-  BRIDLE_TEMPORAL_PORT: "30233",
-  BRIDLE_TEMPORAL_UI_PORT: "30234",
-  BRIDLE_VLLM_PORT: "30000",
-};
-Object.assign(process.env, env);
-const config = loadStackConfig(process.env);
-const gateway = `http://${config.host}:${config.ports.gateway}`;
-const headers = { authorization: `Bearer ${config.apiToken}` };
-const say = (line: string) => process.stdout.write(`${line}\n`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const RunView = z.object({
-  status: z.string(),
-  progress: RunProgress.nullable(),
-  failure: z.string().nullable(),
-});
+const { config, gateway, headers } = ownStack("soak", 30);
 const view = () => callJson(`${gateway}/v1/runs/soak`, { schema: RunView, headers }).catch(() => undefined);
 
 /** Resident memory of every process of the stack, in MiB, and its model-server engines. */

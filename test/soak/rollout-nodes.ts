@@ -7,37 +7,16 @@
  * for the suite (about 10 minutes on 2 cores): `pnpm bench:nodes` in test/.
  */
 import { rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { RunProgress } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
-import { down, loadStackConfig, up } from "@bridle/stack";
+import { down, up } from "@bridle/stack";
 import { Connection } from "@temporalio/client";
 import { z } from "zod";
 import { startRolloutNode } from "../src/nodes.ts";
-import { testStackEnv } from "../src/stack-env.ts";
+import { ownStack, RunView, say, sleep } from "./stack.ts";
 
 const ROLLOUTS = 16;
 const LAYOUTS = [1, 2, 4, 1];
-const env = {
-  ...testStackEnv,
-  BRIDLE_DATA: join(tmpdir(), "bridle-bench-nodes"),
-  BRIDLE_PORT_BASE: "31700",
-  BRIDLE_TEMPORAL_PORT: "31233",
-  BRIDLE_TEMPORAL_UI_PORT: "31234",
-  BRIDLE_VLLM_PORT: "31000",
-};
-Object.assign(process.env, env);
-const config = loadStackConfig(process.env);
-const gateway = `http://${config.host}:${config.ports.gateway}`;
-const headers = { authorization: `Bearer ${config.apiToken}` };
-const say = (line: string) => process.stdout.write(`${line}\n`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const RunView = z.object({
-  status: z.string(),
-  progress: RunProgress.nullable(),
-  failure: z.string().nullable(),
-});
+const { config, gateway, headers } = ownStack("bench-nodes", 31);
 
 /** Seconds from a run's start to the end of its rollouts, and how many it ran. */
 async function timeRollouts(name: string): Promise<{ seconds: number; rollouts: number }> {

@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { AdapterView, RunProgress, TrainerWorkerInfo, TrainStepView } from "@bridle/contracts";
+import { AdapterView, TrainerWorkerInfo, TrainStepView } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
 import { Client, Connection } from "@temporalio/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -9,9 +9,11 @@ import {
   componentState,
   config,
   ensureBundledTasks,
-  gatewayHeaders,
+  FIXTURE,
   gatewayUrl,
+  importFixtureTasks,
   postJson,
+  runView,
   servingUrl,
   waitFor,
 } from "./helpers.ts";
@@ -22,31 +24,18 @@ import { rolloutsIn, startRolloutNode } from "./nodes.ts";
  * back (Temporal on the same SQLite file) and the run still finishes with exactly the configured
  * steps, each applied once, consecutive adapter versions, and every rollout counted once.
  *
- * The runs train on `qa-random-credit`, a fixture task whose verifier is a TEST DOUBLE for a model
- * that sometimes gets a task partly right: the small CPU model solves nothing, so on real tasks
- * every group scores alike, every step is a zero-advantage no-op and no adapter version is ever
- * loaded. With it, every step really trains and every run loads versions.
+ * The runs train on the random-credit fixture (`FIXTURE` in helpers.ts: its verifier is a TEST
+ * DOUBLE for partial credit), so every step really trains and every run loads versions.
  */
-const FIXTURE = "qa-random-credit";
-const RunView = z.object({
-  status: z.string(),
-  progress: RunProgress.nullable(),
-  failure: z.string().nullable(),
-});
-const run = (name: string) =>
-  callJson(`${gatewayUrl}/v1/runs/${name}`, { schema: RunView, headers: gatewayHeaders });
+const run = runView;
 const trainerUrl = `http://${config.host}:${config.ports.trainer}/v1`;
-const tasksUrl = `http://${config.host}:${config.ports.tasks}/v1/tasks`;
 const GROUP = 2;
 
 let temporal: Client;
 let connection: Connection;
 beforeAll(async () => {
   expect(await ensureBundledTasks()).toBeGreaterThan(20);
-  const imported = await postJson(`${tasksUrl}/import`, {
-    path: new URL("../fixtures/tasks", import.meta.url).pathname,
-  });
-  expect(imported.status, JSON.stringify(imported.json)).toBe(200);
+  await importFixtureTasks();
   connection = await Connection.connect({ address: `${config.host}:${config.ports.temporal}` });
   temporal = new Client({ connection, namespace: "bridle" });
 }, 900_000);

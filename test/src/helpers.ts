@@ -1,4 +1,7 @@
+import { RunProgress } from "@bridle/contracts";
+import { callJson } from "@bridle/service-kit";
 import { loadStackConfig, stackComponents, status } from "@bridle/stack";
+import { z } from "zod";
 
 /** The running test stack's configuration (from the env vitest.config.ts sets). */
 export const config = loadStackConfig();
@@ -70,3 +73,28 @@ export async function ensureBundledTasks(): Promise<number> {
   if (res.status !== 200) throw new Error(`task import failed: ${JSON.stringify(res.json)}`);
   return (res.json.verdicts as { ok: boolean }[]).filter((v) => v.ok).length;
 }
+
+/**
+ * `qa-random-credit`, a fixture task whose verifier is a TEST DOUBLE for a model that sometimes
+ * gets a task partly right: the small CPU model solves nothing, so on real tasks every group scores
+ * alike, every step is a zero-advantage no-op and no adapter version is ever loaded. With it,
+ * every step really trains and every run loads versions.
+ */
+export const FIXTURE = "qa-random-credit";
+
+/** Imports the fixture tasks (test/fixtures/tasks) beside the bundled ones. */
+export async function importFixtureTasks(): Promise<void> {
+  const res = await postJson(`http://${config.host}:${config.ports.tasks}/v1/tasks/import`, {
+    path: new URL("../fixtures/tasks", import.meta.url).pathname,
+  });
+  if (res.status !== 200) throw new Error(`fixture import failed: ${JSON.stringify(res.json)}`);
+}
+
+/** A training run as the gateway shows it. */
+export const RunView = z.object({
+  status: z.string(),
+  progress: RunProgress.nullable(),
+  failure: z.string().nullable(),
+});
+export const runView = (name: string) =>
+  callJson(`${gatewayUrl}/v1/runs/${name}`, { schema: RunView, headers: gatewayHeaders });

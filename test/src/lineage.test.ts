@@ -2,18 +2,19 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { basename } from "node:path";
 import { fileURLToPath } from "node:url";
-import { LineageView, RunProgress, TrainStepView } from "@bridle/contracts";
+import { LineageView, TrainStepView } from "@bridle/contracts";
 import { callJson } from "@bridle/service-kit";
 import { Client, Connection } from "@temporalio/client";
 import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { z } from "zod";
 import {
   config,
   ensureBundledTasks,
-  gatewayHeaders,
+  FIXTURE,
   gatewayUrl,
+  importFixtureTasks,
   postJson,
+  runView,
   servingUrl,
   waitFor,
 } from "./helpers.ts";
@@ -23,31 +24,22 @@ import {
  * run that starts from it (the trainer restores its weights, serving records the parent, every
  * sample proven served by the promoted version), then a rollback by hand, shown on the dashboard.
  *
- * The runs train on `qa-random-credit`, a fixture task whose verifier is a TEST DOUBLE for a model
- * that sometimes gets a task partly right (the small CPU model solves nothing, so on real tasks
- * no step would train and no version would exist to promote). Promotion and rollback decided by
+ * The runs train on the random-credit fixture (`FIXTURE` in helpers.ts: its verifier is a TEST
+ * DOUBLE for partial credit; on real tasks the small CPU model trains no step, so no version would
+ * exist to promote). Promotion and rollback decided by
  * an evaluation's verdict are tested on a real Temporal server in workflows/src/lineage.test.ts.
  */
-const FIXTURE = "qa-random-credit";
 const repo = fileURLToPath(new URL("../..", import.meta.url));
 const artifacts = fileURLToPath(new URL("../artifacts/", import.meta.url));
 const CHROMIUM = process.env.BRIDLE_CHROMIUM ?? "/usr/bin/chromium";
 const model = config.modelName;
 const lineageUrl = `${servingUrl}/v1/lineages/${model}/pi`;
-const RunView = z.object({
-  status: z.string(),
-  progress: RunProgress.nullable(),
-  failure: z.string().nullable(),
-});
 
 let temporal: Client;
 let connection: Connection;
 beforeAll(async () => {
   expect(await ensureBundledTasks()).toBeGreaterThan(20);
-  const imported = await postJson(`http://${config.host}:${config.ports.tasks}/v1/tasks/import`, {
-    path: new URL("../fixtures/tasks", import.meta.url).pathname,
-  });
-  expect(imported.status, JSON.stringify(imported.json)).toBe(200);
+  await importFixtureTasks();
   connection = await Connection.connect({ address: `${config.host}:${config.ports.temporal}` });
   temporal = new Client({ connection, namespace: "bridle" });
 }, 900_000);
@@ -77,10 +69,7 @@ async function trainOneStep(name: string, start: "fresh" | "promoted") {
   const done = await waitFor(
     `run ${name} to finish`,
     async () => {
-      const view = await callJson(`${gatewayUrl}/v1/runs/${name}`, {
-        schema: RunView,
-        headers: gatewayHeaders,
-      });
+      const view = await runView(name);
       return view.status !== "RUNNING" ? view : undefined;
     },
     1_200_000,

@@ -20,3 +20,19 @@ export const testStackEnv: Record<string, string> = {
   BRIDLE_VLLM_KV_GIB: "1",
   LOG_LEVEL: "info",
 };
+
+/**
+ * A stack of the long commands' own (soak, benchmarks): its data in `bridle-<name>` in the system's
+ * temporary folder, its ports in the `<k>000`s (gateway and services from <k>700, Temporal on
+ * <k>233 and its UI on <k>234, vLLM on <k>000), clear of the tests' stacks.
+ */
+export function separateStackEnv(name: string, k: number): Record<string, string> {
+  return {
+    ...testStackEnv,
+    BRIDLE_DATA: join(tmpdir(), `bridle-${name}`),
+    BRIDLE_PORT_BASE: `${k}700`,
+    BRIDLE_TEMPORAL_PORT: `${k}233`,
+    BRIDLE_TEMPORAL_UI_PORT: `${k}234`,
+    BRIDLE_VLLM_PORT: `${k}000`,
+  };
+}

@@ -147,6 +147,10 @@ describe("an adapter lineage on the real stack", () => {
       const shown = page.locator(`[data-lineage="${model}/pi"]`);
       await shown.locator('li[data-decision="rollback"]').waitFor({ timeout: 30_000 });
       expect(await shown.locator("h3").textContent()).toContain("nothing promoted");
+      // Each decision links to its workflow in the Temporal UI.
+      expect(await shown.locator('li[data-decision="rollback"] a').getAttribute("href")).toMatch(
+        /\/namespaces\/bridle\/workflows\/rollback-by-hand-/,
+      );
       expect(await page.textContent(`tr[data-adapter="${second.adapter}@v1"]`)).toContain(promoted);
       mkdirSync(artifacts, { recursive: true });
       await page.screenshot({ path: `${artifacts}lineage.png`, fullPage: true });

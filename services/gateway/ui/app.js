@@ -434,8 +434,8 @@ async function showAdapters() {
                       ? `promoted ${served(d.adapter)}`
                       : `rolled back to ${served(d.adapter)}`,
                   ),
-                  ` (was ${served(d.previous)}; ${d.evalId ? `evaluation ${d.evalId}` : "by hand"}; ${when(d.at)}; workflow `,
-                  el("code", {}, d.id),
+                  ` (was ${served(d.previous)}; ${d.evalId ? `evaluation ${d.evalId}` : "by hand"}; ${when(d.at)}; `,
+                  link(d.uiUrl, "workflow"),
                   "): ",
                   d.reason,
                 ),

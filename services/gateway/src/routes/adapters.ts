@@ -36,9 +36,19 @@ function readServing<T>(deps: Deps, path: string, schema: z.ZodType<T>): Promise
 
 /** What `GET /v1/adapters` answers: every adapter and its versions, and every lineage. */
 export const AdapterOverview = AdapterList.extend({
-  lineages: LineageList.shape.lineages.describe(
-    "Per (model, harness): the promoted version, each decision with the evaluation behind it, the adapters",
-  ),
+  lineages: z
+    .array(
+      LineageView.extend({
+        decisions: z.array(
+          LineageDecision.extend({
+            uiUrl: z.string().describe("The decision's workflow in the Temporal UI"),
+          }),
+        ),
+      }),
+    )
+    .describe(
+      "Per (model, harness): the promoted version, each decision with the evaluation behind it, the adapters",
+    ),
 });
 
 /**
@@ -62,7 +72,12 @@ export function adapterRoutes(deps: Deps) {
         readServing(deps, "/v1/adapters", AdapterList),
         readServing(deps, "/v1/lineages", LineageList),
       ]);
-      return c.json({ ...list, lineages: lineages.lineages }, 200);
+      // Each decision is a workflow (its id is the decision's): linked for the dashboard.
+      const linked = lineages.lineages.map((l) => ({
+        ...l,
+        decisions: l.decisions.map((d) => ({ ...d, uiUrl: workflowUiUrl(deps.uiUrl, deps.namespace, d.id) })),
+      }));
+      return c.json({ ...list, lineages: linked }, 200);
     },
   );
 }

@@ -88,9 +88,6 @@ export async function trainingRun(input: {
     rolloutsDone: 0,
     metrics: [],
   };
-  // A run that continues its lineage starts from the promoted version: its weights, and its
-  // rollouts sample that version until the run's own first one serves.
-  if (!input.state && config.start === "promoted") await startFromPromoted(config, state);
   setHandler(progressQuery, () => state);
   setHandler(pauseSignal, () => {
     state.paused = true;
@@ -101,6 +98,10 @@ export async function trainingRun(input: {
   setHandler(cancelSignal, () => {
     state.cancelRequested = true;
   });
+  // A run that continues its lineage starts from the promoted version: its weights, and its
+  // rollouts sample that version until the run's own first one serves. (After the handlers: the
+  // run answers its progress query while it reads the lineage.)
+  if (!input.state && config.start === "promoted") await startFromPromoted(config, state);
 
   while (state.step < config.steps && !state.cancelRequested) {
     if (state.paused) {

@@ -8,20 +8,26 @@ const workflowsPath = fileURLToPath(new URL("./workflows/index.ts", import.meta.
 const histories = readdirSync(dir).filter((f) => f.endsWith(".json"));
 
 /**
- * Saved histories of real runs, replayed against today's workflow code: a change that would break
- * a running workflow (a non-deterministic edit without `patched()`) fails here, before it ships.
+ * Saved histories, replayed against today's workflow code: a change that would break a running
+ * workflow (a non-deterministic edit without `patched()`) fails here, before it ships. They are of
+ * real runs on the stack (`<type>.json`), and of the lineage scenario of lineage.test.ts on a real
+ * Temporal server with its scripted activities (`<type>.<workflow id>.json`: replayed under that
+ * id, which the ids of their child workflows derive from).
  */
 describe("workflow histories replay against the current code", () => {
   it("has a saved history of every workflow type", () => {
     const types = histories.map((f) => f.split(".")[0]);
-    expect(new Set(types)).toEqual(new Set(["evaluation", "probeStack", "trainingRun"]));
+    expect(new Set(types)).toEqual(
+      new Set(["evaluation", "probeStack", "promotion", "rollback", "trainingRun"]),
+    );
   });
 
   it.each(histories)(
     "%s",
     async (file) => {
       const history = JSON.parse(readFileSync(`${dir}/${file}`, "utf8"));
-      await Worker.runReplayHistory({ workflowsPath }, history, file);
+      const workflowId = file.split(".").slice(1, -1).join(".") || file;
+      await Worker.runReplayHistory({ workflowsPath }, history, workflowId);
     },
     120_000,
   );

@@ -91,6 +91,12 @@ describe("an adapter lineage on the real stack", () => {
     const promote = cli("adapters", "promote", promoted, "--reason", "the e2e lineage test promotes it");
     expect(promote.status, promote.stderr).toBe(0);
     expect(promote.stdout).toContain(`promoted ${promoted} (was the base model)`);
+    // Serving's refusals come back through the workflow and the gateway, named.
+    const again = cli("adapters", "promote", promoted, "--reason", "twice");
+    expect(again.status).toBe(1);
+    expect(again.stderr).toContain(`${promoted} is already the promoted version`);
+    const unknown = cli("adapters", "promote", `${first.adapter}@v9`, "--reason", "no such version");
+    expect(unknown.stderr).toContain(`no version ${first.adapter}@v9`);
 
     const second = await trainOneStep("e2e-lineage-b", "promoted");
     expect(second.parent).toMatchObject({ servedName: promoted, step: { run: "e2e-lineage-a", step: 1 } });

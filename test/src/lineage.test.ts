@@ -129,21 +129,26 @@ describe("an adapter lineage on the real stack", () => {
     expect(listed.stdout).toContain(`${model} in pi: promoted nothing`);
     expect(listed.stdout).toMatch(/rolled back to the base model \(was .*e2e-lineage-a@v1; by hand\)/);
 
-    // Both decisions are workflows, found by their search attributes.
-    const found = async (kind: string) => {
-      const ids: string[] = [];
-      for await (const w of temporal.workflow.list({
-        query: `BridleKind = "${kind}" AND BridleRun = "e2e-lineage-a"`,
+    // Each decision is a workflow, found by its search attributes, the refused ones failed.
+    const count = async (kind: string, status: string) => {
+      let n = 0;
+      for await (const _ of temporal.workflow.list({
+        query: `BridleKind = "${kind}" AND BridleRun = "e2e-lineage-a" AND ExecutionStatus = "${status}"`,
       }))
-        ids.push(w.workflowId);
-      return ids.length > 0 ? ids : undefined;
+        n++;
+      return n;
     };
-    expect(
-      await waitFor("the promotion in Temporal's visibility", () => found("promotion"), 30_000),
-    ).toHaveLength(1);
-    expect(
-      await waitFor("the rollback in Temporal's visibility", () => found("rollback"), 30_000),
-    ).toHaveLength(1);
+    // Visibility is eventually consistent: asked until it has them all.
+    for (const [kind, status, n] of [
+      ["promotion", "Completed", 1],
+      ["promotion", "Failed", 2],
+      ["rollback", "Completed", 1],
+    ] as const)
+      await waitFor(
+        `${n} ${status} ${kind} workflow(s) in Temporal's visibility`,
+        async () => ((await count(kind, status)) === n ? true : undefined),
+        30_000,
+      );
 
     // The dashboard shows the lineage, its rollback and each version's parent.
     const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });

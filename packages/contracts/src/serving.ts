@@ -17,11 +17,20 @@ export const adapterName = (parts: { model: string; harness: string; run: string
 /** The name the model server serves one version of an adapter under. */
 export const servedName = (adapter: string, version: number): string => `${adapter}@v${version}`;
 
-/** The harness an adapter was trained in, read from its name or a served name; null for a base model. */
-export function adapterHarness(name: string): string | null {
+/** The parts of an adapter's name, or of a served name `<name>@v<N>`; null for a base model. */
+export function adapterParts(name: string): { model: string; harness: string; run: string } | null {
   const parts = name.split("@")[0]!.split("/");
-  return parts.length >= 3 ? parts.at(-2)! : null;
+  return parts.length === 3 ? { model: parts[0]!, harness: parts[1]!, run: parts[2]! } : null;
 }
+
+/** The version a served name `<name>@v<N>` names (servedName's inverse); null for a bare name or a base model. */
+export function versionOf(served: string): { name: string; version: number } | null {
+  const at = /^(.+)@v(\d+)$/.exec(served);
+  return at ? { name: at[1]!, version: Number(at[2]) } : null;
+}
+
+/** The harness an adapter was trained in, read from its name or a served name; null for a base model. */
+export const adapterHarness = (name: string): string | null => adapterParts(name)?.harness ?? null;
 
 /** Which adapter version served a completion; null when the base model did. */
 export const AdapterStamp = z
@@ -170,8 +179,8 @@ export type LineageKey = z.infer<typeof LineageKey>;
 
 /** The lineage an adapter or served name belongs to; null for a base model. */
 export function lineageOf(name: string): LineageKey | null {
-  const parts = name.split("@")[0]!.split("/");
-  return parts.length === 3 ? { model: parts[0]!, harness: parts[1]! } : null;
+  const parts = adapterParts(name);
+  return parts && { model: parts.model, harness: parts.harness };
 }
 
 /** Why a lineage's promoted version changed: a promotion or a rollback, and the evidence. */

@@ -35,15 +35,16 @@ export async function startComponent(
   ready?: () => Promise<boolean>,
 ): Promise<Running> {
   const { health } = component;
-  if (health.kind !== "http" && !ready)
-    throw new Error(`${component.name}: no HTTP health check; say how to tell it is ready`);
   const isReady =
     ready ??
-    (() =>
-      fetch(health.kind === "http" ? health.url : "").then(
-        (r) => r.ok,
-        () => false,
-      ));
+    (health.kind === "http"
+      ? () =>
+          fetch(health.url).then(
+            (r) => r.ok,
+            () => false,
+          )
+      : undefined);
+  if (!isReady) throw new Error(`${component.name}: no HTTP health check; say how to tell it is ready`);
   const log = join(logDir, `${component.name}.log`);
   const fd = openSync(log, "a");
   const child: ChildProcess = spawn(component.command, component.args, {

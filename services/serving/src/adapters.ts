@@ -15,6 +15,7 @@ import {
   type LoadAdapterRequest,
   lineageOf,
   servedName,
+  versionOf,
 } from "@bridle/contracts";
 import { httpError, type Logger, ServiceError } from "@bridle/service-kit";
 import { InvalidAdapterError, inspectAdapter } from "./adapter-files.ts";
@@ -134,21 +135,23 @@ export class AdapterManager {
   }
 
   /** One (model, harness): its promoted version, the decisions that made it so, its adapters. */
-  lineage(key: LineageKey): LineageView {
+  lineage(key: LineageKey, adapters: AdapterView[] = this.list()): LineageView {
     const promoted = this.registry.promoted(key);
     return {
       ...key,
       promoted: promoted ? (this.registry.get(promoted.name, promoted.version) ?? null) : null,
       decisions: this.registry.decisions(key),
-      adapters: this.list().filter((a) => {
+      adapters: adapters.filter((a) => {
         const of = lineageOf(a.name);
         return of?.model === key.model && of.harness === key.harness;
       }),
     };
   }
 
+  /** Every lineage, the adapters read once for all of them. */
   lineages(): LineageView[] {
-    return this.registry.lineages().map((key) => this.lineage(key));
+    const adapters = this.list();
+    return this.registry.lineages().map((key) => this.lineage(key, adapters));
   }
 
   /**
@@ -505,10 +508,10 @@ export class AdapterManager {
 
   /** Which version a request's `model` names: undefined for a non-adapter (the base model). */
   resolve(model: string): AdapterVersion | undefined {
-    const at = /^(.+)@v(\d+)$/.exec(model);
-    const name = at ? at[1]! : model;
+    const at = versionOf(model);
+    const name = at ? at.name : model;
     if (!AdapterName.safeParse(name).success) return undefined;
-    const v = at ? this.registry.get(name, Number(at[2])) : this.registry.current(name);
+    const v = at ? this.registry.get(name, at.version) : this.registry.current(name);
     if (!v) {
       const known = this.registry.versions(name).length > 0;
       throw httpError(

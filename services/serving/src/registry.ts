@@ -115,9 +115,12 @@ export class AdapterRegistry {
     return row ? toDecision(row) : undefined;
   }
 
-  /** What a lineage has promoted now; null for the base model alone. */
+  /** What a lineage has promoted now (its latest decision's adapter); null for the base model alone. */
   promoted(key: LineageKey): AdapterRef | null {
-    return this.decisions(key).at(-1)?.adapter ?? null;
+    const row = this.db
+      .prepare("SELECT * FROM decisions WHERE model = ? AND harness = ? ORDER BY seq DESC LIMIT 1")
+      .get(key.model, key.harness) as DecisionRow | undefined;
+    return row ? toDecision(row).adapter : null;
   }
 
   /** Whether a version was ever promoted: a rollback may return to it, so it stays loaded. */

@@ -1,5 +1,6 @@
 import {
   type AdapterRef,
+  adapterParts,
   type EvalOutput,
   type EvalReport,
   type LineageDecision,
@@ -7,6 +8,7 @@ import {
   lineageOf,
   SearchAttributes,
   TaskQueues,
+  versionOf,
 } from "@bridle/contracts";
 import { executeChild, proxyActivities, upsertSearchAttributes, workflowInfo } from "@temporalio/workflow";
 import type { Activities } from "../activities.ts";
@@ -46,7 +48,7 @@ async function decideAs(action: "promote" | "rollback", input: DecisionInput): P
     { key: SearchAttributes.kind, value: action === "promote" ? "promotion" : "rollback" },
     { key: SearchAttributes.model, value: input.key.model },
     { key: SearchAttributes.harness, value: input.key.harness },
-    { key: SearchAttributes.run, value: input.adapter.name.split("/")[2]! },
+    { key: SearchAttributes.run, value: adapterParts(input.adapter.name)!.run },
   ]);
   return decide({
     key: input.key,
@@ -72,12 +74,11 @@ export async function actOnVerdict(
   report: EvalReport,
 ): Promise<EvalOutput["decision"]> {
   const verdict = report.verdict;
-  const at = /^(.+)@v(\d+)$/.exec(config.candidate);
-  const key = at ? lineageOf(at[1]!) : null;
+  const adapter = versionOf(config.candidate);
+  const key = adapter ? lineageOf(adapter.name) : null;
   // An adapter judged in another harness than its own (the cross-harness matrix) says nothing of
   // its lineage, which is per harness.
-  if (!verdict || !at || !key || key.harness !== config.harness) return null;
-  const adapter = { name: at[1]!, version: Number(at[2]) };
+  if (!verdict || !adapter || !key || key.harness !== config.harness) return null;
   const current = await lineage(key);
   const promoted = current.promoted;
   const isPromoted = promoted?.name === adapter.name && promoted.version === adapter.version;

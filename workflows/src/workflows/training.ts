@@ -1,6 +1,7 @@
 import {
   type AdapterRef,
   adapterName,
+  adapterParts,
   DEFAULT_PROMOTION_MARGIN,
   type RolloutResult,
   type RunProgress,
@@ -140,7 +141,7 @@ async function startFromPromoted(config: TrainingRunConfig, state: RunProgress):
   state.parent = {
     adapter: { name: promoted.name, version: promoted.version },
     servedName: promoted.servedName,
-    step: { run: promoted.name.split("/")[2]!, step: promoted.step, hash: promoted.hash },
+    step: { run: adapterParts(promoted.name)!.run, step: promoted.step, hash: promoted.hash },
   };
   state.servedName = promoted.servedName;
 }

@@ -1,4 +1,4 @@
-import type { LineageDecision, LineageView } from "@bridle/contracts";
+import { type LineageDecision, type LineageView, servedName } from "@bridle/contracts";
 import type { StackConfig } from "@bridle/stack";
 import { answer, gatewayClient } from "../gateway.ts";
 
@@ -12,7 +12,7 @@ export const adaptersUsage = `  adapters           each (model, harness) lineage
                      roll the promoted version back to what was promoted before it (a rollback workflow)`;
 
 const served = (ref: { name: string; version: number } | null) =>
-  ref ? `${ref.name}@v${ref.version}` : "the base model";
+  ref ? servedName(ref.name, ref.version) : "the base model";
 
 function decisionLine(d: LineageDecision): string {
   const by = d.evalId ? `evaluation ${d.evalId}` : "by hand";

@@ -6,6 +6,7 @@ import {
   LineageView,
   SearchAttributes,
   TaskQueues,
+  versionOf,
 } from "@bridle/contracts";
 import { callJson, createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
@@ -21,8 +22,8 @@ interface Deps {
 }
 
 /** Reads serving's registry; no answer is a retryable 503. */
-function readServing<T>(deps: Deps, path: string, schema: z.ZodType<T>): Promise<T> {
-  return callJson(`${deps.servingUrl}${path}`, { schema }).catch((err: unknown) => {
+export function readServing<T>(servingUrl: string, path: string, schema: z.ZodType<T>): Promise<T> {
+  return callJson(`${servingUrl}${path}`, { schema }).catch((err: unknown) => {
     throw httpError(
       503,
       "serving_unavailable",
@@ -69,8 +70,8 @@ export function adapterRoutes(deps: Deps) {
     }),
     async (c) => {
       const [list, lineages] = await Promise.all([
-        readServing(deps, "/v1/adapters", AdapterList),
-        readServing(deps, "/v1/lineages", LineageList),
+        readServing(deps.servingUrl, "/v1/adapters", AdapterList),
+        readServing(deps.servingUrl, "/v1/lineages", LineageList),
       ]);
       // Each decision is a workflow (its id is the decision's): linked for the dashboard.
       const linked = lineages.lineages.map((l) => ({
@@ -148,7 +149,7 @@ export function lineageRoutes(deps: Deps) {
         summary: "Every lineage: promoted version, decisions (with the evaluations behind them), adapters",
         responses: { 200: jsonContent(LineageList, "Lineages"), 503: errorContent("Serving unavailable") },
       }),
-      async (c) => c.json(await readServing(deps, "/v1/lineages", LineageList), 200),
+      async (c) => c.json(await readServing(deps.servingUrl, "/v1/lineages", LineageList), 200),
     )
     .openapi(
       createRoute({
@@ -160,7 +161,10 @@ export function lineageRoutes(deps: Deps) {
       }),
       async (c) => {
         const { model, harness } = c.req.valid("param");
-        return c.json(await readServing(deps, `/v1/lineages/${model}/${harness}`, LineageView), 200);
+        return c.json(
+          await readServing(deps.servingUrl, `/v1/lineages/${model}/${harness}`, LineageView),
+          200,
+        );
       },
     )
     .openapi(
@@ -183,11 +187,7 @@ export function lineageRoutes(deps: Deps) {
       async (c) => {
         const key = c.req.valid("param");
         const { adapter, reason } = c.req.valid("json");
-        const at = /^(.+)@v(\d+)$/.exec(adapter)!;
-        return c.json(
-          await decideBy("promotion", key, { name: at[1]!, version: Number(at[2]) }, reason),
-          200,
-        );
+        return c.json(await decideBy("promotion", key, versionOf(adapter)!, reason), 200);
       },
     )
     .openapi(
@@ -206,7 +206,11 @@ export function lineageRoutes(deps: Deps) {
       }),
       async (c) => {
         const key = c.req.valid("param");
-        const { promoted } = await readServing(deps, `/v1/lineages/${key.model}/${key.harness}`, LineageView);
+        const { promoted } = await readServing(
+          deps.servingUrl,
+          `/v1/lineages/${key.model}/${key.harness}`,
+          LineageView,
+        );
         if (!promoted)
           throw httpError(
             409,

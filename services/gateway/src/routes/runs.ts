@@ -23,6 +23,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { type Client, WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from "@temporalio/client";
 import { streamSSE } from "hono/streaming";
 import { failureMessage, listWorkflows, toStatus, workflowUiUrl } from "../temporal.ts";
+import { readServing } from "./adapters.ts";
 
 export interface RunDeps {
   temporal: Client;
@@ -140,18 +141,7 @@ export function runRoutes(deps: RunDeps) {
         // Refused here, in the answer, rather than as a run that fails at once.
         if (config.start === "promoted") {
           const path = `/v1/lineages/${config.baseModel}/${config.harness}`;
-          const lineage = await callJson(`${deps.servingUrl}${path}`, { schema: LineageView }).catch(
-            (err: unknown) => {
-              throw httpError(
-                503,
-                "serving_unavailable",
-                `cannot read the lineage: ${(err as Error).message}`,
-                {
-                  retryable: true,
-                },
-              );
-            },
-          );
+          const lineage = await readServing(deps.servingUrl, path, LineageView);
           if (!lineage.promoted)
             throw httpError(
               409,

@@ -47,6 +47,27 @@ export const BaseModelInfo = z.object({
 });
 export type BaseModelInfo = z.infer<typeof BaseModelInfo>;
 
+/** One model server of serving's pool, as the guard routes by it. */
+export const ModelNode = z.object({
+  url: z.string().url(),
+  state: z.enum(["up", "down"]),
+  models: z
+    .array(z.string())
+    .describe("What it serves now: the base model's name and the adapter versions loaded and serving"),
+  error: z.string().nullable().describe("Why it is down, or why it is left out of the pool"),
+});
+export type ModelNode = z.infer<typeof ModelNode>;
+
+/** The pool of model servers behind serving: every node serves the same base model. */
+export const ModelNodes = z.object({
+  baseModel: z.string().nullable(),
+  serving: z
+    .array(z.string())
+    .describe("Every adapter version serving: each is loaded on every node that is up, or is being loaded"),
+  nodes: z.array(ModelNode),
+});
+export type ModelNodes = z.infer<typeof ModelNodes>;
+
 /** A short completion, asked for with token ids and logprobs, as training needs them. */
 export const CompletionRequest = z.object({
   model: z

@@ -131,7 +131,7 @@ export function stackComponents(config: StackConfig): Component[] {
       args: tsEntry("services/serving/src/main.ts"),
       env: {
         ...serviceEnv(ports.serving),
-        VLLM_URL: config.vllmUrl,
+        VLLM_URL: config.vllmNodes.join(","),
         SERVING_DATA_DIR: join(config.data, "serving"),
         SERVING_MAX_LORAS: String(config.maxLoras),
         SERVING_MAX_LORA_RANK: String(config.maxLoraRank),
@@ -147,7 +147,7 @@ export function stackComponents(config: StackConfig): Component[] {
       args: tsEntry("services/guard/src/main.ts"),
       env: {
         ...serviceEnv(ports.guard),
-        UPSTREAM_URL: config.vllmUrl,
+        UPSTREAM_URL: config.vllmNodes.join(","),
         // Serving's registry names what served each call (serving starts before the guard).
         SERVING_URL: url(ports.serving),
         GUARD_DATA_DIR: join(config.data, "guard"),

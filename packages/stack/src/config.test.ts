@@ -19,6 +19,21 @@ describe("stack settings", () => {
     expect(config.vllmUrl).toBe("http://gpu-node:8000");
   });
 
+  it("hands serving and the guard every model server of the pool, the first one first", () => {
+    const config = loadStackConfig({
+      BRIDLE_VLLM_URL: "http://gpu-a:8000",
+      BRIDLE_VLLM_NODES: " http://gpu-b:8000, http://gpu-c:8000,http://gpu-a:8000",
+    });
+    expect(config.vllmNodes).toEqual(["http://gpu-a:8000", "http://gpu-b:8000", "http://gpu-c:8000"]);
+    const env = (name: string) => stackComponents(config).find((c) => c.name === name)!.env;
+    expect(env("serving").VLLM_URL).toBe("http://gpu-a:8000,http://gpu-b:8000,http://gpu-c:8000");
+    expect(env("guard").UPSTREAM_URL).toBe(env("serving").VLLM_URL);
+    expect(loadStackConfig({}).vllmNodes).toEqual(["http://127.0.0.1:8000"]);
+    expect(() => loadStackConfig({ BRIDLE_VLLM_NODES: "http://gpu-b:8000,gpu b" })).toThrow(
+      /BRIDLE_VLLM_NODES/,
+    );
+  });
+
   it("names the variable of a bad setting", () => {
     expect(() => loadStackConfig({ BRIDLE_TEMPORAL_PORT: "70000" })).toThrow(/BRIDLE_TEMPORAL_PORT/);
     expect(() => loadStackConfig({ BRIDLE_VLLM_MAX_LORA_RANK: "12" })).toThrow(

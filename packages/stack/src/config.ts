@@ -37,6 +37,19 @@ export const StackEnv = z.object({
   BRIDLE_TEMPORAL_UI_PORT: port.default(8233),
   BRIDLE_VLLM_PORT: port.default(8000),
   BRIDLE_VLLM_URL: z.string().url().optional().describe("An external vLLM server; when set, none is started"),
+  BRIDLE_VLLM_NODES: z
+    .string()
+    .default("")
+    .transform((list) =>
+      list
+        .split(",")
+        .map((url) => url.trim())
+        .filter(Boolean),
+    )
+    .pipe(z.array(z.string().url()))
+    .describe(
+      "More model servers beside the first (comma-separated URLs), each serving the same base model: serving loads every adapter version on each, and the guard routes each session to one that has its adapter",
+    ),
   BRIDLE_MODEL: z
     .enum(modelNames, { error: () => `must be one of ${modelNames.join(", ")} (infra/models/catalog.json)` })
     .default(defaultModel)
@@ -138,6 +151,8 @@ export interface StackConfig {
     vllm: number;
   };
   vllmUrl: string;
+  /** Every model server serving and the guard use: the first (vllmUrl), then BRIDLE_VLLM_NODES. */
+  vllmNodes: string[];
   /** False when BRIDLE_VLLM_URL points at a model server someone else runs. */
   embeddedVllm: boolean;
   maxLoras: number;
@@ -192,6 +207,7 @@ export function loadStackConfig(source: Record<string, string | undefined> = pro
       vllm: env.BRIDLE_VLLM_PORT,
     },
     vllmUrl,
+    vllmNodes: [vllmUrl, ...env.BRIDLE_VLLM_NODES.filter((node) => node !== vllmUrl)],
     embeddedVllm: env.BRIDLE_VLLM_URL === undefined,
     maxLoras: env.BRIDLE_VLLM_MAX_LORAS,
     maxLoraRank: env.BRIDLE_VLLM_MAX_LORA_RANK,

@@ -7,15 +7,16 @@ import { runTsx } from "@bridle/service-kit/testing";
 import { describe, expect, it } from "vitest";
 import { createGuardApp } from "./app.ts";
 import { CaptureStore } from "./capture.ts";
-import { UpstreamClient } from "./proxy/upstream.ts";
+import { ModelRouter } from "./proxy/router.ts";
 
 function makeApp(adminToken?: string) {
   const store = new CaptureStore(mkdtempSync(join(tmpdir(), "bridle-guard-app-")));
+  const log = createLogger("guard-test", "silent");
   const app = createGuardApp({
-    log: createLogger("guard-test", "silent"),
+    log,
     store,
     // Never called by these tests: they exercise the admin API only.
-    upstream: new UpstreamClient("http://127.0.0.1:19397", 1_000),
+    upstream: new ModelRouter(["http://127.0.0.1:19397"], 1_000, log),
     deadlines: { firstEventMs: 1_000, idleMs: 1_000 },
     adminToken,
   });

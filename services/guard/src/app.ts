@@ -1,7 +1,8 @@
 import { createApp, type Logger, requireBearer } from "@bridle/service-kit";
 import type { GuardStore } from "./capture.ts";
+import type { ModelRouter } from "./proxy/router.ts";
 import type { ServedModels } from "./proxy/served.ts";
-import type { StreamDeadlines, UpstreamClient } from "./proxy/upstream.ts";
+import type { StreamDeadlines } from "./proxy/upstream.ts";
 import { adminRoutes } from "./routes/admin.ts";
 import { proxyRoutes } from "./routes/proxy.ts";
 import { documentProxyRoutes } from "./routes/proxy-docs.ts";
@@ -9,7 +10,7 @@ import { documentProxyRoutes } from "./routes/proxy-docs.ts";
 export interface GuardDeps {
   log: Logger;
   store: GuardStore;
-  upstream: UpstreamClient;
+  upstream: ModelRouter;
   deadlines: StreamDeadlines;
   adminToken?: string | undefined;
   maxTokensCap?: number | undefined;

@@ -5,8 +5,8 @@ import { createGuardApp } from "./app.ts";
 import { CaptureStore, type GuardStore } from "./capture.ts";
 import { runPrimary, WorkerStore } from "./cluster.ts";
 import { loadGuardEnv } from "./env.ts";
+import { ModelRouter } from "./proxy/router.ts";
 import { ServedModels } from "./proxy/served.ts";
-import { UpstreamClient } from "./proxy/upstream.ts";
 import { createGuardServer, listen } from "./server.ts";
 
 const env = orExit(loadGuardEnv);
@@ -20,8 +20,8 @@ if (env.GUARD_WORKERS > 1 && cluster.isPrimary) {
   const log = cluster.isWorker ? root.child({ worker: cluster.worker!.id }) : root;
   const store: GuardStore = cluster.isWorker
     ? new WorkerStore()
-    : await CaptureStore.open(dataDir, log, { upstream: env.UPSTREAM_URL });
-  const upstream = new UpstreamClient(env.UPSTREAM_URL, env.UPSTREAM_TIMEOUT_MS);
+    : await CaptureStore.open(dataDir, log, { upstream: env.UPSTREAM_URL.join(",") });
+  const upstream = new ModelRouter(env.UPSTREAM_URL, env.UPSTREAM_TIMEOUT_MS, log, env.SERVING_URL);
   const deps = {
     store,
     upstream,

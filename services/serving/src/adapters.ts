@@ -14,14 +14,15 @@ import {
   type LineageView,
   type LoadAdapterRequest,
   lineageOf,
+  type ModelNodes,
   servedName,
   versionOf,
 } from "@bridle/contracts";
 import { httpError, type Logger, ServiceError } from "@bridle/service-kit";
 import { InvalidAdapterError, inspectAdapter } from "./adapter-files.ts";
 import { Canary } from "./canary.ts";
+import type { ModelPool } from "./pool.ts";
 import type { AdapterRegistry } from "./registry.ts";
-import type { VllmClient } from "./vllm.ts";
 
 export interface AdapterSettings {
   maxLoras: number;
@@ -44,10 +45,11 @@ const message = (err: unknown) => (err instanceof Error ? err.message : String(e
 const retryable = (err: unknown) => !(err instanceof ServiceError) || err.retryable;
 
 /**
- * Loads, proves, routes and retires adapter versions on the model server. Every change to what
- * vLLM has loaded goes through one queue, so loads, retirements and reloads never interleave.
- * A monitor notices when the model server lost its adapters (it restarted) and loads the serving
- * versions again; meanwhile requests for adapters get retryable 503s, never the base model.
+ * Loads, proves, routes and retires adapter versions on the model servers (one node or a pool).
+ * Every change to what vLLM has loaded goes through one queue, so loads, retirements and reloads
+ * never interleave. A monitor notices when a node lost its adapters (it restarted, or it was away)
+ * and loads the serving versions again; meanwhile requests for adapters get retryable 503s, never
+ * the base model.
  */
 export class AdapterManager {
   private queue: Promise<unknown> = Promise.resolve();
@@ -58,15 +60,13 @@ export class AdapterManager {
   private health: Health = "starting";
   private timer: NodeJS.Timeout | undefined;
   private canaryTimer: NodeJS.Timeout | undefined;
-  readonly canary: Canary;
 
   constructor(
     private readonly registry: AdapterRegistry,
-    private readonly vllm: VllmClient,
+    readonly pool: ModelPool,
     private readonly settings: AdapterSettings,
     private readonly log: Logger,
   ) {
-    this.canary = new Canary(vllm);
     for (const v of registry.inState("loading")) {
       registry.setState(v.name, v.version, "failed", {
         error: { code: "load_interrupted", message: "the service stopped while loading this version" },
@@ -103,7 +103,7 @@ export class AdapterManager {
       for (const v of this.registry.inState("serving")) {
         let delta: number;
         try {
-          delta = await this.canary.liveDeltaFromBase(v.servedName);
+          delta = await this.pool.deltaFromBase(v.servedName, true);
         } catch {
           return flagged;
         }
@@ -403,7 +403,7 @@ export class AdapterManager {
     const fail = (code: string, text: string) =>
       this.registry.setState(v.name, v.version, "failed", { error: { code, message: text } });
     try {
-      await this.vllm.loadLora(v.servedName, v.path);
+      await this.pool.load(v.servedName, v.path);
     } catch (err) {
       return fail(
         retryable(err) ? "model_server_unavailable" : "load_rejected",
@@ -411,7 +411,7 @@ export class AdapterManager {
       );
     }
     try {
-      const delta = await this.canary.deltaFromBase(v.servedName);
+      const delta = await this.pool.deltaFromBase(v.servedName);
       if (delta < Canary.minDelta) {
         await this.unload(v.servedName);
         return fail(
@@ -459,7 +459,7 @@ export class AdapterManager {
 
   private async unload(served: string): Promise<void> {
     try {
-      await this.vllm.unloadLora(served);
+      await this.pool.unload(served);
     } catch (err) {
       if (!(err instanceof ServiceError && err.status === 404)) throw err;
     }
@@ -506,6 +506,11 @@ export class AdapterManager {
     }
   }
 
+  /** The pool of model servers, each with what it serves of the versions serving now. */
+  nodes(): ModelNodes {
+    return this.pool.view(new Set(this.registry.inState("serving").map((v) => v.servedName)));
+  }
+
   /** Which version a request's `model` names: undefined for a non-adapter (the base model). */
   resolve(model: string): AdapterVersion | undefined {
     const at = versionOf(model);
@@ -531,18 +536,26 @@ export class AdapterManager {
     void this.check();
   }
 
-  /** One monitor pass: is vLLM up, and does it still have every serving version loaded? */
+  /**
+   * One monitor pass: is a model server up, does every node that is up have every serving version
+   * loaded, and nothing else (a version retired while its node was away)?
+   */
   check(): Promise<void> {
     return this.exclusive(async () => {
       let loaded: Set<string>;
       try {
-        loaded = new Set((await this.vllm.baseModel()).adapters.map((a) => a.id));
+        loaded = new Set((await this.pool.survey()).adapters.map((a) => a.id));
       } catch (err) {
         if (this.health !== "down") this.log.warn({ err: message(err) }, "model server unreachable");
         this.health = "down";
-        this.canary.forgetBase();
+        this.pool.forgetBase();
         return;
       }
+      const keep = new Set(
+        [...this.registry.inState("serving"), ...this.registry.inState("loading")].map((v) => v.servedName),
+      );
+      const strays = await this.pool.unloadExcept(keep).catch((err) => [`not all: ${message(err)}`]);
+      if (strays.length > 0) this.log.info({ strays }, "unloaded adapters that no serving version names");
       const missing = this.registry.inState("serving").filter((v) => !loaded.has(v.servedName));
       if (missing.length === 0) {
         if (this.health !== "up") this.log.info({}, "model server up, adapters in place");
@@ -550,7 +563,7 @@ export class AdapterManager {
         return;
       }
       this.health = "reloading";
-      this.canary.forgetBase();
+      this.pool.forgetBase();
       this.log.warn({ missing: missing.map((v) => v.servedName) }, "model server lost adapters; reloading");
       for (const v of missing) {
         const outcome = await this.reloadOne(v);

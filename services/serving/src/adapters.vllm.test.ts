@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inspectAdapter } from "./adapter-files.ts";
 import { AdapterManager, type AdapterSettings } from "./adapters.ts";
 import { createServingApp } from "./app.ts";
+import { ModelPool } from "./pool.ts";
 import { AdapterRegistry } from "./registry.ts";
 import { makeAdapters, startVllm, type VllmProcess } from "./test-support.ts";
 import { VllmClient } from "./vllm.ts";
@@ -71,9 +72,9 @@ beforeAll(async () => {
   vllmProcess = await startVllm(VLLM_PORT, settings.maxLoras, root);
   vllm = new VllmClient(vllmProcess.url, 60_000);
   registry = new AdapterRegistry(join(root, "registry"));
-  manager = new AdapterManager(registry, vllm, settings, log);
+  manager = new AdapterManager(registry, new ModelPool([vllm]), settings, log);
   manager.start();
-  app = createServingApp({ log, vllm, adapters: manager });
+  app = createServingApp({ log, pool: manager.pool, adapters: manager });
   await waitFor(async () => (await app.request("/v1/base-model")).ok);
 });
 
@@ -316,9 +317,9 @@ describe("adapter versions on a real vLLM", () => {
     manager.stop();
     registry.close();
     registry = new AdapterRegistry(join(root, "registry"));
-    manager = new AdapterManager(registry, vllm, settings, log);
+    manager = new AdapterManager(registry, new ModelPool([vllm]), settings, log);
     manager.start();
-    app = createServingApp({ log, vllm, adapters: manager });
+    app = createServingApp({ log, pool: manager.pool, adapters: manager });
     expect(registry.versions(NAME).map((v) => [v.version, v.state])).toEqual([
       [1, "retired"],
       [2, "failed"],

@@ -6,12 +6,12 @@ import { errorOf, issuePaths, openApiOf } from "@bridle/service-kit/testing";
 import { describe, expect, it } from "vitest";
 import { AdapterManager } from "./adapters.ts";
 import { createServingApp } from "./app.ts";
+import { ModelPool } from "./pool.ts";
 import { AdapterRegistry } from "./registry.ts";
-import { VllmClient } from "./vllm.ts";
 
 // Port 1 has no model server: the real "model server down" path, not a stand-in.
 const log = createLogger("serving", "silent");
-const vllm = new VllmClient("http://127.0.0.1:1", 2_000);
+const pool = ModelPool.of(["http://127.0.0.1:1"], 2_000);
 const dir = mkdtempSync(join(tmpdir(), "bridle-serving-test-"));
 const registry = new AdapterRegistry(dir);
 const limits = {
@@ -21,7 +21,7 @@ const limits = {
   monitorMs: 60_000,
   filesDir: join(dir, "adapters"),
 };
-const app = createServingApp({ log, vllm, adapters: new AdapterManager(registry, vllm, limits, log) });
+const app = createServingApp({ log, pool, adapters: new AdapterManager(registry, pool, limits, log) });
 
 describe("serving API contract", () => {
   it("rejects an invalid completion request with 400 and paths", async () => {

@@ -1,13 +1,13 @@
 import { createApp, type Logger } from "@bridle/service-kit";
 import type { AdapterManager } from "./adapters.ts";
+import type { ModelPool } from "./pool.ts";
 import { adapterRoutes } from "./routes/adapters.ts";
 import { lineageRoutes } from "./routes/lineages.ts";
 import { modelRoutes } from "./routes/models.ts";
-import type { VllmClient } from "./vllm.ts";
 
 export interface ServingDeps {
   log: Logger;
-  vllm: VllmClient;
+  pool: ModelPool;
   adapters: AdapterManager;
   bodyLimitBytes?: number;
 }
@@ -16,11 +16,11 @@ export interface ServingDeps {
 export function createServingApp(deps: ServingDeps) {
   const app = createApp({
     name: "serving",
-    description: "The model server (vLLM) and its LoRA adapters",
+    description: "The model servers (vLLM, one or a pool) and their LoRA adapters",
     log: deps.log,
     bodyLimitBytes: deps.bodyLimitBytes,
   });
-  app.route("/v1", modelRoutes(deps.vllm, deps.adapters));
+  app.route("/v1", modelRoutes(deps.pool, deps.adapters));
   app.route("/v1", adapterRoutes(deps.adapters));
   app.route("/v1", lineageRoutes(deps.adapters));
   return app;

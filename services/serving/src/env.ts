@@ -4,7 +4,14 @@ import { z } from "zod";
 
 export const ServingEnv = BaseEnv.extend({
   PORT: z.coerce.number().int().min(1).max(65_535).default(8701),
-  VLLM_URL: z.string().url().default("http://127.0.0.1:8000"),
+  VLLM_URL: z
+    .string()
+    .default("http://127.0.0.1:8000")
+    .transform((list) => list.split(",").map((url) => url.trim()))
+    .pipe(z.array(z.string().url()).min(1))
+    .describe(
+      "The model server, or a pool of them as comma-separated URLs: vLLM nodes serving one base model, each given every adapter version",
+    ),
   VLLM_TIMEOUT_MS: z.coerce.number().int().positive().default(120_000),
   SERVING_DATA_DIR: z
     .string()

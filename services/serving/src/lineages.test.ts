@@ -7,12 +7,12 @@ import { errorOf } from "@bridle/service-kit/testing";
 import { describe, expect, it } from "vitest";
 import { AdapterManager } from "./adapters.ts";
 import { createServingApp } from "./app.ts";
+import { ModelPool } from "./pool.ts";
 import { AdapterRegistry } from "./registry.ts";
-import { VllmClient } from "./vllm.ts";
 
 // Decisions read and write serving's registry only: no model server is needed (port 1 has none).
 const log = createLogger("serving", "silent");
-const vllm = new VllmClient("http://127.0.0.1:1", 2_000);
+const pool = ModelPool.of(["http://127.0.0.1:1"], 2_000);
 const dir = mkdtempSync(join(tmpdir(), "bridle-lineage-test-"));
 const registry = new AdapterRegistry(dir);
 const settings = {
@@ -22,7 +22,7 @@ const settings = {
   monitorMs: 60_000,
   filesDir: join(dir, "a"),
 };
-const app = createServingApp({ log, vllm, adapters: new AdapterManager(registry, vllm, settings, log) });
+const app = createServingApp({ log, pool, adapters: new AdapterManager(registry, pool, settings, log) });
 
 const r1 = "qwen/pi/r1";
 const r2 = "qwen/pi/r2";

@@ -3,16 +3,16 @@ import { createLogger, orExit, serveApp } from "@bridle/service-kit";
 import { AdapterManager } from "./adapters.ts";
 import { createServingApp } from "./app.ts";
 import { loadServingEnv } from "./env.ts";
+import { ModelPool } from "./pool.ts";
 import { AdapterRegistry } from "./registry.ts";
-import { VllmClient } from "./vllm.ts";
 
 const env = orExit(loadServingEnv);
 const log = createLogger("serving", env.LOG_LEVEL);
-const vllm = new VllmClient(env.VLLM_URL, env.VLLM_TIMEOUT_MS);
+const pool = ModelPool.of(env.VLLM_URL, env.VLLM_TIMEOUT_MS);
 const registry = new AdapterRegistry(env.SERVING_DATA_DIR);
 const adapters = new AdapterManager(
   registry,
-  vllm,
+  pool,
   {
     maxLoras: env.SERVING_MAX_LORAS,
     maxLoraRank: env.SERVING_MAX_LORA_RANK,
@@ -24,7 +24,7 @@ const adapters = new AdapterManager(
   log,
 );
 adapters.start();
-const app = createServingApp({ log, vllm, adapters, bodyLimitBytes: env.BODY_LIMIT_BYTES });
+const app = createServingApp({ log, pool, adapters, bodyLimitBytes: env.BODY_LIMIT_BYTES });
 serveApp(app, {
   host: env.HOST,
   port: env.PORT,

@@ -1,9 +1,11 @@
+import type { IncomingMessage } from "node:http";
 import type { CapturedToolCall, CaptureRecord, Session } from "@bridle/contracts";
 import type { Logger } from "@bridle/service-kit";
 import type { GuardStore } from "../capture.ts";
 import { contextFor, judgeCall, type RawToolCall } from "./judge.ts";
+import type { ModelRouter } from "./router.ts";
 import type { ServedModels } from "./served.ts";
-import { type Cancel, readAll, readSse, type StreamDeadlines, type UpstreamClient } from "./upstream.ts";
+import { type Cancel, readAll, readSse, type StreamDeadlines } from "./upstream.ts";
 
 export interface Usage {
   promptTokens: number;
@@ -21,7 +23,7 @@ export interface Sink {
 }
 
 export interface ExchangeDeps {
-  upstream: UpstreamClient;
+  upstream: ModelRouter;
   /** Sessions and captures: each call's record is appended here. */
   store: GuardStore;
   log: Logger;
@@ -85,9 +87,9 @@ export async function openExchange(
     // tool calls counted) when there are no token ids.
     request: body,
   });
-  let res: Awaited<ReturnType<UpstreamClient["post"]>>;
+  let res: IncomingMessage;
   try {
-    res = await deps.upstream.post("/v1/chat/completions", body, cancel);
+    res = await deps.upstream.post("/v1/chat/completions", body, cancel, session.id);
   } catch (err) {
     // The harness gets a (retryable) error; the session still shows the call that never got an
     // answer, so a trajectory with a gap says why.

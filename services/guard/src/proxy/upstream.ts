@@ -97,23 +97,6 @@ export class UpstreamClient {
     });
   }
 
-  /** GETs JSON (for `/v1/models`). */
-  async getJson(path: string): Promise<unknown> {
-    const res = await fetch(new URL(path, this.url), { signal: AbortSignal.timeout(10_000) }).catch(
-      (err: Error) => {
-        throw new ServiceError(
-          `model server unreachable at ${this.url.origin}: ${err.message}`,
-          503,
-          "upstream_unavailable",
-          true,
-        );
-      },
-    );
-    const text = await res.text();
-    if (!res.ok) throw upstreamStatusError(res.status, text);
-    return JSON.parse(text);
-  }
-
   close(): void {
     this.agent.destroy();
   }

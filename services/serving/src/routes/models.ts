@@ -4,12 +4,14 @@ import {
   CompletionRequest,
   CompletionResult,
   ErrorBody,
+  ModelNodes,
   ScoreRequest,
   ScoreResult,
 } from "@bridle/contracts";
 import { createRouter, httpError, ServiceError } from "@bridle/service-kit";
 import { createRoute } from "@hono/zod-openapi";
 import type { AdapterManager } from "../adapters.ts";
+import type { ModelPool } from "../pool.ts";
 import type { VllmClient } from "../vllm.ts";
 
 const errors = {
@@ -29,20 +31,22 @@ function upstream(err: unknown): never {
 }
 
 /**
- * Routes a request to the base model or an adapter version, and stamps the answer with the version
- * and hash that served it. If vLLM no longer knows a version we serve, it restarted: the caller gets
- * a retryable 503 (never the base model) while the monitor reloads.
+ * Routes a request to the base model or an adapter version, on a model server that has it, and
+ * stamps the answer with the version and hash that served it. If vLLM no longer knows a version we
+ * serve, it restarted: the caller gets a retryable 503 (never the base model) while the monitor
+ * reloads.
  */
 async function routed<T>(
-  vllm: VllmClient,
+  pool: ModelPool,
   manager: AdapterManager,
   model: string | undefined,
-  call: (served: string) => Promise<T>,
+  call: (vllm: VllmClient, served: string) => Promise<T>,
 ): Promise<{ value: T; adapter: AdapterStamp }> {
-  const target = model ?? (await vllm.baseModel().catch(upstream)).id;
+  const target = model ?? (await pool.baseModel().catch(upstream));
   const version = manager.resolve(target);
   try {
-    const value = await call(version?.servedName ?? target);
+    const served = version?.servedName ?? target;
+    const value = await call(pool.client(served), served);
     const adapter = version
       ? { name: version.name, version: version.version, servedName: version.servedName, hash: version.hash }
       : null;
@@ -58,19 +62,32 @@ async function routed<T>(
   }
 }
 
-export function modelRoutes(vllm: VllmClient, manager: AdapterManager) {
+export function modelRoutes(pool: ModelPool, manager: AdapterManager) {
   return createRouter()
     .openapi(
       createRoute({
         method: "get",
         path: "/base-model",
-        summary: "The base model the model server serves, and the adapters loaded on it",
+        summary: "The base model the model servers serve, and the adapters loaded on every one that is up",
         responses: {
           200: { description: "Base model", content: { "application/json": { schema: BaseModelInfo } } },
           503: errors[503],
         },
       }),
-      async (c) => c.json(await vllm.baseModel().catch(upstream), 200),
+      async (c) => c.json(await pool.survey().catch(upstream), 200),
+    )
+    .openapi(
+      createRoute({
+        method: "get",
+        path: "/nodes",
+        summary: "The model servers behind serving, whether each is up, and what each serves now",
+        description:
+          "The guard routes each call to a node that lists its model; every node serves the same base model",
+        responses: {
+          200: { description: "The pool", content: { "application/json": { schema: ModelNodes } } },
+        },
+      }),
+      (c) => c.json(manager.nodes(), 200),
     )
     .openapi(
       createRoute({
@@ -85,7 +102,7 @@ export function modelRoutes(vllm: VllmClient, manager: AdapterManager) {
       }),
       async (c) => {
         const body = c.req.valid("json");
-        const { value, adapter } = await routed(vllm, manager, body.model, (model) =>
+        const { value, adapter } = await routed(pool, manager, body.model, (vllm, model) =>
           vllm.complete({ ...body, model, seed: body.seed }),
         );
         return c.json({ ...value, adapter }, 200);
@@ -104,7 +121,7 @@ export function modelRoutes(vllm: VllmClient, manager: AdapterManager) {
       }),
       async (c) => {
         const body = c.req.valid("json");
-        const { value, adapter } = await routed(vllm, manager, body.model, async (model) => ({
+        const { value, adapter } = await routed(pool, manager, body.model, async (vllm, model) => ({
           model,
           all: await vllm.promptLogprobs(model, [...body.promptTokenIds, ...body.completionTokenIds]),
         }));

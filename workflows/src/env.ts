@@ -1,10 +1,8 @@
-import { TemporalNamespace } from "@bridle/contracts";
-import { BearerToken, loadEnv } from "@bridle/service-kit";
+import { BearerToken, loadEnv, TemporalEnv } from "@bridle/service-kit";
 import { z } from "zod";
 
 export const WorkerEnv = z.object({
-  TEMPORAL_ADDRESS: z.string().default("127.0.0.1:7233"),
-  TEMPORAL_NAMESPACE: z.string().default(TemporalNamespace),
+  ...TemporalEnv.shape,
   SERVING_URL: z.string().url().default("http://127.0.0.1:8701"),
   TASKS_URL: z.string().url().default("http://127.0.0.1:8702"),
   GUARD_URL: z.string().url().default("http://127.0.0.1:8703"),

@@ -30,6 +30,8 @@ const freePort = () =>
   });
 
 export interface DevTemporal {
+  /** host:port of its frontend (plain text). */
+  address: string;
   client: Client;
   /** Starts a worker per task queue (workflows on the control queue) with these activities. */
   work(activities: Partial<Activities>, maxConcurrentActivities?: number): Promise<void>;
@@ -83,6 +85,7 @@ export async function startDevTemporal(temporalBin: string): Promise<DevTemporal
   const running: Promise<void>[] = [];
   const workflowsPath = fileURLToPath(new URL("./workflows/index.ts", import.meta.url));
   return {
+    address: `127.0.0.1:${port}`,
     client: new Client({ connection: clientConnection, namespace: "bridle" }),
     async work(activities, maxConcurrentActivities) {
       for (const taskQueue of Object.values(TaskQueues)) {

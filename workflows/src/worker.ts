@@ -1,6 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { TaskQueues } from "@bridle/contracts";
-import { createLogger, orExit } from "@bridle/service-kit";
+import { createLogger, orExit, temporalConnection } from "@bridle/service-kit";
 import { NativeConnection, Worker } from "@temporalio/worker";
 import { createActivities, HEARTBEAT_THROTTLE_MAX } from "./activities.ts";
 import { loadWorkerEnv } from "./env.ts";
@@ -9,7 +9,7 @@ const env = orExit(loadWorkerEnv);
 const log = createLogger("worker", env.LOG_LEVEL);
 const workflowsPath = fileURLToPath(new URL("./workflows/index.ts", import.meta.url));
 
-const connection = await NativeConnection.connect({ address: env.TEMPORAL_ADDRESS });
+const connection = await NativeConnection.connect(orExit(() => temporalConnection(env)));
 const activities = createActivities({
   servingUrl: env.SERVING_URL,
   tasksUrl: env.TASKS_URL,

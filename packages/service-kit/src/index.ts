@@ -13,3 +13,4 @@ export * from "./paths.ts";
 export * from "./restart.ts";
 export * from "./serve.ts";
 export * from "./stack-mark.ts";
+export * from "./temporal.ts";

@@ -1,11 +1,9 @@
-import { TemporalNamespace } from "@bridle/contracts";
-import { BaseEnv, BearerToken, loadEnv } from "@bridle/service-kit";
+import { BaseEnv, BearerToken, loadEnv, TemporalEnv } from "@bridle/service-kit";
 import { z } from "zod";
 
 export const GatewayEnv = BaseEnv.extend({
   PORT: z.coerce.number().int().min(1).max(65_535).default(8700),
-  TEMPORAL_ADDRESS: z.string().default("127.0.0.1:7233"),
-  TEMPORAL_NAMESPACE: z.string().default(TemporalNamespace),
+  ...TemporalEnv.shape,
   TEMPORAL_UI_URL: z.string().url().default("http://127.0.0.1:8233"),
   SERVING_URL: z.string().url().default("http://127.0.0.1:8701"),
   TRAINER_URL: z.string().url().default("http://127.0.0.1:8706"),

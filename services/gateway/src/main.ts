@@ -1,4 +1,4 @@
-import { createLogger, orExit, serveApp } from "@bridle/service-kit";
+import { createLogger, orExit, serveApp, temporalConnection } from "@bridle/service-kit";
 import { Client, Connection } from "@temporalio/client";
 import { createGatewayApp } from "./app.ts";
 import { loadGatewayEnv } from "./env.ts";
@@ -6,7 +6,7 @@ import { loadGatewayEnv } from "./env.ts";
 const env = orExit(loadGatewayEnv);
 const log = createLogger("gateway", env.LOG_LEVEL);
 // Lazy: the gateway starts (and answers /healthz) even while Temporal is still coming up.
-const connection = Connection.lazy({ address: env.TEMPORAL_ADDRESS });
+const connection = Connection.lazy(orExit(() => temporalConnection(env)));
 const temporal = new Client({ connection, namespace: env.TEMPORAL_NAMESPACE });
 const app = createGatewayApp({
   log,

@@ -5,14 +5,19 @@ from __future__ import annotations
 
 
 def register() -> None:
-    """Replaces the ops of vLLM's CPU LoRA path (see lora_cpu) and makes seeded sampling survive a
-    chunked prefill on CPU (see seeded_cpu); each a no-op where vLLM has no such part."""
+    """Replaces the ops of vLLM's CPU LoRA path (see lora_cpu), makes seeded sampling survive a
+    chunked prefill on CPU (see seeded_cpu), and loads adapters that serving names by URL (see
+    adapter_fetch); each a no-op where vLLM has no such part."""
     from vllm.logger import init_logger
 
-    from . import seeded_cpu
+    from . import adapter_fetch, seeded_cpu
     from .lora_cpu import install
 
     logger = init_logger("vllm.bridle")
+    if not adapter_fetch.install():
+        logger.warning(
+            "bridle: this vLLM's LoRA worker has no path resolution to extend; adapters load by path only"
+        )
 
     if install():
         logger.info("bridle: CPU LoRA ops grouped by adapter; tokens without one are left to the base model")

@@ -132,6 +132,8 @@ export function stackComponents(config: StackConfig): Component[] {
       env: {
         ...serviceEnv(ports.serving),
         VLLM_URL: config.vllmNodes.join(","),
+        // The model servers load each adapter from serving's files by URL, not from its disk.
+        SERVING_ADVERTISED_URL: url(ports.serving),
         SERVING_DATA_DIR: join(config.data, "serving"),
         SERVING_MAX_LORAS: String(config.maxLoras),
         SERVING_MAX_LORA_RANK: String(config.maxLoraRank),
@@ -345,6 +347,8 @@ function vllmComponent(config: StackConfig): Component {
       TRANSFORMERS_OFFLINE: "1",
       VLLM_NO_USAGE_STATS: "1",
       DO_NOT_TRACK: "1",
+      // Where Bridle's plugin keeps the adapters it fetched from serving, one folder per content hash.
+      BRIDLE_ADAPTER_CACHE: join(config.data, "vllm-adapters"),
     },
     ports: [{ port: config.ports.vllm, setting: "BRIDLE_VLLM_PORT" }],
     health: { kind: "http", url: `${config.vllmUrl}/health` },

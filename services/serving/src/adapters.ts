@@ -403,7 +403,7 @@ export class AdapterManager {
     const fail = (code: string, text: string) =>
       this.registry.setState(v.name, v.version, "failed", { error: { code, message: text } });
     try {
-      await this.pool.load(v.servedName, v.path);
+      await this.pool.load(v.servedName, v.path, v.hash);
     } catch (err) {
       return fail(
         retryable(err) ? "model_server_unavailable" : "load_rejected",
@@ -504,6 +504,16 @@ export class AdapterManager {
       this.markRetired(v);
       this.log.info({ adapter: v.servedName }, "retired by retention");
     }
+  }
+
+  /**
+   * The folder of a version with this content hash that a node may load (serving or loading): what
+   * `GET /v1/adapter-files/{hash}/{file}` serves the nodes. Undefined for any other hash.
+   */
+  filesOf(hash: string): string | undefined {
+    return [...this.registry.inState("loading"), ...this.registry.inState("serving")].find(
+      (v) => v.hash === hash,
+    )?.path;
   }
 
   /** The pool of model servers, each with what it serves of the versions serving now. */

@@ -1,4 +1,4 @@
-import { mkdtempSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createLogger } from "@bridle/service-kit";
@@ -42,6 +42,40 @@ describe("serving API contract", () => {
 
   it("serves its OpenAPI document", async () => {
     const doc = await openApiOf(await app.request("/openapi.json"));
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(["/v1/base-model", "/v1/completions"]));
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining([
+        "/v1/base-model",
+        "/v1/completions",
+        "/v1/nodes",
+        "/v1/adapter-files/{hash}/{file}",
+      ]),
+    );
+  });
+
+  it("maps its pool of model servers, each down here", async () => {
+    const res = await app.request("/v1/nodes");
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({
+      baseModel: null,
+      serving: [],
+      nodes: [{ url: "http://127.0.0.1:1", state: "down", models: [] }],
+    });
+  });
+
+  it("hands the model servers the files of a version serving, by content hash, and nothing else", async () => {
+    const folder = join(dir, "v1");
+    mkdirSync(folder);
+    writeFileSync(join(folder, "adapter_config.json"), '{"r": 8}');
+    writeFileSync(join(folder, "adapter_model.safetensors"), "weights");
+    const hash = "a".repeat(64);
+    registry.insert({ name: "m/pi/files", version: 1, path: folder, hash, step: 1, parent: null });
+    // Loading: a model server fetches while the version loads.
+    const config = await app.request(`/v1/adapter-files/${hash}/adapter_config.json`);
+    expect(config.status).toBe(200);
+    expect(await config.text()).toBe('{"r": 8}');
+    registry.setState("m/pi/files", 1, "retired");
+    expect((await app.request(`/v1/adapter-files/${hash}/adapter_config.json`)).status).toBe(404);
+    expect((await app.request(`/v1/adapter-files/${hash}/secrets.txt`)).status).toBe(400);
+    expect((await app.request("/v1/adapter-files/..%2F..%2Fetc/adapter_config.json")).status).toBe(400);
   });
 });

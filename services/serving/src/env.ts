@@ -12,6 +12,13 @@ export const ServingEnv = BaseEnv.extend({
     .describe(
       "The model server, or a pool of them as comma-separated URLs: vLLM nodes serving one base model, each given every adapter version",
     ),
+  SERVING_ADVERTISED_URL: z
+    .string()
+    .url()
+    .optional()
+    .describe(
+      "Serving's address as the model servers reach it: they load each adapter from <this>/v1/adapter-files/<hash>, so none needs serving's disk; unset: http://HOST:PORT",
+    ),
   VLLM_TIMEOUT_MS: z.coerce.number().int().positive().default(120_000),
   SERVING_DATA_DIR: z
     .string()

@@ -14,8 +14,8 @@ interface Node {
 }
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
-/** A failure to reach a node (retryable), as opposed to a node that answered with a refusal. */
-const unreachable = (err: unknown) => !(err instanceof ServiceError) || err.retryable;
+/** A failure to reach a node, as opposed to a node that answered (with a refusal, or a 500). */
+const unreachable = (err: unknown) => !(err instanceof ServiceError) || err.code === "unreachable";
 const unavailable = (text: string) => new ServiceError(text, 503, "model_server_unavailable", true);
 
 /**
@@ -24,12 +24,20 @@ const unavailable = (text: string) => new ServiceError(text, 503, "model_server_
  * (restarted, unreachable) lacks the serving versions when it is back, and the manager's monitor
  * loads them again. Requests go to a node that has what they name, never to one without it.
  * A node serving another base model than the first is left out, with the reason.
+ *
+ * With `filesUrl` (serving's own address, as the nodes reach it) a node is told to load an adapter
+ * from `<filesUrl>/v1/adapter-files/<hash>`: Bridle's vLLM plugin fetches the files, checks them
+ * against the hash and keeps them in the node's own cache, so no node needs serving's disk.
+ * Without it, nodes load the version's folder by path (a node on serving's host).
  */
 export class ModelPool {
   private readonly nodes: Node[];
   private turn = 0;
 
-  constructor(clients: VllmClient[]) {
+  constructor(
+    clients: VllmClient[],
+    private readonly filesUrl?: string,
+  ) {
     if (clients.length === 0) throw new Error("a model pool needs at least one model server");
     this.nodes = clients.map((client) => ({
       client,
@@ -41,8 +49,11 @@ export class ModelPool {
     }));
   }
 
-  static of(urls: string[], timeoutMs: number): ModelPool {
-    return new ModelPool(urls.map((url) => new VllmClient(url, timeoutMs)));
+  static of(urls: string[], timeoutMs: number, filesUrl?: string): ModelPool {
+    return new ModelPool(
+      urls.map((url) => new VllmClient(url, timeoutMs)),
+      filesUrl,
+    );
   }
 
   get size(): number {
@@ -111,7 +122,8 @@ export class ModelPool {
    * Loads an adapter on every node that is up and lacks it. A node that cannot be reached is marked
    * away (it gets the adapter when it is back); a node that refuses the adapter fails the load.
    */
-  async load(served: string, path: string): Promise<void> {
+  async load(served: string, path: string, hash: string): Promise<void> {
+    const from = this.filesUrl ? `${this.filesUrl}/v1/adapter-files/${hash}` : path;
     let holders = 0;
     for (const node of this.live()) {
       if (node.loaded.has(served)) {
@@ -119,7 +131,7 @@ export class ModelPool {
         continue;
       }
       try {
-        await node.client.loadLora(served, path);
+        await node.client.loadLora(served, from);
         node.loaded.add(served);
         holders++;
       } catch (err) {

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { AdapterVersion, ModelNodes } from "@bridle/contracts";
@@ -37,11 +37,11 @@ const json = async (url: string, body?: unknown, headers: Record<string, string>
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 };
 const nodes = async () => ModelNodes.parse((await json(`${servingUrl}/v1/nodes`)).body);
-const loadedOn = async (node: VllmProcess) =>
-  ((await json(`${node.url}/v1/models`)).body.data as { id: string; parent?: string | null }[])
+const adaptersOn = async (node: VllmProcess) =>
+  ((await json(`${node.url}/v1/models`)).body.data as { id: string; root: string; parent?: string | null }[])
     .filter((m) => m.parent)
-    .map((m) => m.id)
-    .sort();
+    .sort((x, y) => x.id.localeCompare(y.id));
+const loadedOn = async (node: VllmProcess) => (await adaptersOn(node)).map((m) => m.id);
 const waitFor = async (ok: () => Promise<boolean>, ms = 180_000) => {
   const deadline = Date.now() + ms;
   while (!(await ok().catch(() => false))) {
@@ -102,8 +102,18 @@ describe("a pool of two vLLM nodes behind serving and the guard", () => {
   it("loads and proves each version on every node, and the guard's sessions get it from either", async () => {
     const v1 = await load(adapters[0]!);
     expect(v1.state).toBe("serving");
-    expect(await loadedOn(a)).toEqual([v1.servedName]);
-    expect(await loadedOn(b)).toEqual([v1.servedName]);
+    // Each node loaded it from serving's URL into its own cache: no node reads serving's disk.
+    for (const [node, folder] of [
+      [a, "a"],
+      [b, "b"],
+    ] as const) {
+      expect((await adaptersOn(node)).map((m) => [m.id, m.root])).toEqual([
+        [v1.servedName, `${servingUrl}/v1/adapter-files/${v1.hash}`],
+      ]);
+      expect(existsSync(join(root, folder, "vllm-adapters", v1.hash, "adapter_model.safetensors"))).toBe(
+        true,
+      );
+    }
     const pool = await nodes();
     expect(pool.serving).toEqual([v1.servedName]);
     expect(pool.nodes.map((n) => [n.url, n.state, n.models])).toEqual([

@@ -1,3 +1,5 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { AdapterList, AdapterVersion, AdapterView, adapterName, LoadAdapterRequest } from "@bridle/contracts";
 import { createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
@@ -13,6 +15,37 @@ const WAIT_MS = 60_000;
 /** The adapter registry: versions of `<model>/<harness>/<run>`, loaded under `<name>@v<N>`. */
 export function adapterRoutes(manager: AdapterManager) {
   return createRouter()
+    .openapi(
+      createRoute({
+        method: "get",
+        path: "/adapter-files/{hash}/{file}",
+        summary:
+          "The files of a version serving or loading, by content hash: what the model servers load an adapter from (Bridle's vLLM plugin checks them against the hash)",
+        request: {
+          params: z.object({
+            hash: z.string().regex(/^[0-9a-f]{64}$/),
+            file: z.enum(["adapter_config.json", "adapter_model.safetensors"]),
+          }),
+        },
+        responses: {
+          200: {
+            description: "The file's bytes",
+            content: { "application/octet-stream": { schema: z.string().openapi({ format: "binary" }) } },
+          },
+          404: errorContent("No version serving or loading has this hash"),
+        },
+      }),
+      async (c) => {
+        const { hash, file } = c.req.valid("param");
+        const dir = manager.filesOf(hash);
+        if (!dir)
+          throw httpError(404, "adapter_not_found", `no version serving or loading has content ${hash}`);
+        const bytes = await readFile(join(dir, file)).catch(() => {
+          throw httpError(404, "adapter_gone", `the version with content ${hash} has no ${file}`);
+        });
+        return c.body(bytes, 200, { "content-type": "application/octet-stream" });
+      },
+    )
     .openapi(
       createRoute({
         method: "get",

@@ -19,6 +19,8 @@ from pathlib import Path
 FILES = ("adapter_config.json", "adapter_model.safetensors")
 FETCH_TIMEOUT_S = 300
 _HASH = re.compile(r"^[0-9a-f]{64}$")
+# Folders this process checked: vLLM resolves the path again each time it swaps an adapter back in.
+_verified: set[Path] = set()
 
 
 class AdapterFetchError(RuntimeError):
@@ -46,9 +48,12 @@ def fetch(url: str) -> str:
         raise AdapterFetchError(f"{url} does not end in an adapter's sha256 content hash")
     root = cache_root()
     final = root / expected
+    if final in _verified and final.is_dir():
+        return str(final)
     if final.is_dir():
         try:
             if content_hash(final) == expected:
+                _verified.add(final)
                 return str(final)
         except OSError:
             pass  # a partial or damaged copy: fetched again below
@@ -73,6 +78,7 @@ def fetch(url: str) -> str:
                 raise
     finally:
         shutil.rmtree(part, ignore_errors=True)
+    _verified.add(final)
     return str(final)
 
 

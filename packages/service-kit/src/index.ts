@@ -6,6 +6,7 @@ export * from "./auth.ts";
 export * from "./client.ts";
 export * from "./env.ts";
 export * from "./errors.ts";
+export * from "./hash.ts";
 export * from "./limit.ts";
 export * from "./logger.ts";
 export * from "./openapi.ts";

@@ -1,20 +1,11 @@
 import type { SampleResult, TaskCategory } from "@bridle/contracts";
+import { fnv1a } from "@bridle/service-kit";
 
 /** What the sampler needs of a task. */
 export interface Sampleable {
   id: string;
   category: TaskCategory;
   hash: string;
-}
-
-/** FNV-1a over a string: a small stable hash to derive PRNG seeds. */
-function fnv1a(text: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
 }
 
 /** mulberry32: a tiny seeded PRNG, so that an order is the same on every machine and run. */

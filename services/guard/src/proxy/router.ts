@@ -1,22 +1,12 @@
 import type { IncomingMessage } from "node:http";
 import { ModelNodes } from "@bridle/contracts";
-import { callJson, type Logger, ServiceError } from "@bridle/service-kit";
+import { callJson, fnv1a, type Logger, ServiceError } from "@bridle/service-kit";
 import { type Cancel, UpstreamClient } from "./upstream.ts";
 
 /** How long serving's map of the pool is trusted before it is read again. */
 const NODES_TTL_MS = 2_000;
 /** How long a node that could not be reached is tried last. */
 const AWAY_MS = 5_000;
-
-/** FNV-1a: a cheap, stable hash for choosing a node per session. */
-function hash(text: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
-}
 
 /**
  * Which model server answers each call. With serving's URL the guard follows serving's map of its
@@ -90,7 +80,7 @@ export class ModelRouter {
     const now = Date.now();
     const isAway = (url: string) => (this.away.get(url) ?? 0) > now;
     return pick
-      .map((url) => ({ url, away: isAway(url), score: hash(`${affinity}|${url}`) }))
+      .map((url) => ({ url, away: isAway(url), score: fnv1a(`${affinity}|${url}`) }))
       .sort((a, b) => Number(a.away) - Number(b.away) || b.score - a.score)
       .map((n) => n.url);
   }

@@ -153,6 +153,10 @@ describe("the guard routes each session to a model server that has its adapter",
     const unknown = await routed.register({ instruction: "Say hi.", adapter: "smollm2/pi/other@v1" });
     expect((await call(routed, unknown.apiKey)).status).toBe(200); // a vLLM node would answer 404
     expect((await requests(a)).map((r) => r.model)).toEqual(["smollm2/pi/other@v1"]);
+
+    // A map with no node up (serving just started, or lost them all): the configured nodes are tried.
+    await mapChanged({ baseModel: null, serving: [], nodes: [node(a, [], "down"), node(b, [], "down")] });
+    expect((await call(routed, sessions[1]!.apiKey)).status).toBe(200);
   }, 30_000);
 
   it("without serving, routes over the configured nodes and skips one that went away", async () => {

@@ -70,8 +70,9 @@ export class ModelRouter {
   async candidates(model: string, affinity: string): Promise<string[]> {
     const map = await this.nodes();
     let pick: string[];
-    if (map) {
-      const up = map.nodes.filter((n) => n.state === "up");
+    const up = map?.nodes.filter((n) => n.state === "up") ?? [];
+    // Serving knows no node up (just started, or it lost them all): the configured ones are tried.
+    if (map && up.length > 0) {
       const holders = up.filter((n) => n.models.includes(model));
       // A version serving that no node up has yet (its nodes away, or loading it again) is waited
       // for; any other name goes to any node, which answers 404 for one it does not serve.

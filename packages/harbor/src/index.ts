@@ -2,7 +2,7 @@
 export { controlProblems, prepareStep, runControls, sandboxFor, sandboxForAgent } from "./controls.ts";
 export { envReferences, resolveTaskEnv } from "./env.ts";
 export { fromTaskFiles, hashTree, readTree, type TreeFile, writeTree } from "./files.ts";
-export type { SandboxHost } from "./host.ts";
+export { imagesFromTasks, type SandboxHost } from "./host.ts";
 export { type TaskImage, taskImage } from "./image.ts";
 export { labelsFromControls, recordLabels } from "./labels.ts";
 export { findTaskDirs, type HarborStep, type HarborTask, type LoadResult, loadTask } from "./load.ts";

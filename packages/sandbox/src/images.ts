@@ -3,6 +3,8 @@ import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdir, readdir, readFile, readlink, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
+import { PassThrough, type Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import type { SandboxImage } from "./sandbox.ts";
 
 /**
@@ -146,6 +148,11 @@ export interface ImagesOptions {
   engine?: "podman" | "docker";
   /** Progress lines (a base image takes minutes the first time). */
   say?: ((line: string) => void) | undefined;
+  /**
+   * Where an image built on another host is fetched from (`find`): a packed image (see `pack`), or
+   * null when the source does not have it either.
+   */
+  source?: ((digest: string) => Promise<Readable | null>) | undefined;
 }
 
 /** Builds, unpacks and finds task environments' images. */
@@ -189,6 +196,103 @@ export class EnvironmentImages {
     } catch {
       return null;
     }
+  }
+
+  /** Fetches of images from the source under way, one per digest. */
+  private readonly fetching = new Map<string, Promise<BuiltImage | null>>();
+
+  /**
+   * The unpacked image of `digest`: built or fetched here before, else fetched from the source
+   * (once, however many rollouts ask at once); null when neither has it.
+   */
+  async find(digest: string): Promise<BuiltImage | null> {
+    const here = await this.lookup(digest);
+    if (here || !this.options.source) return here;
+    let fetched = this.fetching.get(digest);
+    if (!fetched) {
+      const source = this.options.source;
+      fetched = (async () => {
+        const archive = await source(digest);
+        if (!archive) return null;
+        this.say(`fetching the image ${digest.slice(0, 16)} from where it was built`);
+        return this.adopt(digest, archive);
+      })().finally(() => this.fetching.delete(digest));
+      this.fetching.set(digest, fetched);
+    }
+    return fetched;
+  }
+
+  /**
+   * The unpacked image of `digest` as one tar stream (its description and its filesystem), for a
+   * host that has not built it: see `adopt`. Null when it is not built here.
+   */
+  async pack(digest: string): Promise<Readable | null> {
+    if (!(await this.lookup(digest))) return null;
+    const tar = spawn(
+      "tar",
+      ["--numeric-owner", "-C", join(this.options.home, "images", digest), "-cf", "-", "."],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    let errors = "";
+    tar.stderr.on("data", (chunk: Buffer) => {
+      errors = (errors + chunk.toString()).slice(-2_000);
+    });
+    // Taken into a stream of ours at once (backpressure still holds tar back): Node drains a
+    // child's unread stdout when the child exits, so one read late would come back empty.
+    const archive = tar.stdout.pipe(new PassThrough());
+    tar.on("close", (code) => {
+      if (code !== 0) archive.destroy(new Error(`tar of image ${digest} exited ${code}: ${errors.trim()}`));
+    });
+    return archive;
+  }
+
+  /**
+   * Takes in an image packed by another host (`pack`), so a runner or verifier that did not build
+   * a task's image gets it from the tasks service that did; its description must name `digest`.
+   * The archive's bytes are the caller's to check (an artifact fetched by reference fails its
+   * stream when they differ, and nothing is kept then).
+   */
+  async adopt(digest: string, archive: Readable): Promise<BuiltImage> {
+    if (!/^[0-9a-f]{64}$/.test(digest)) throw new ImageBuildError(`not an image digest: ${digest}`);
+    const cached = await this.lookup(digest);
+    if (cached) {
+      archive.destroy();
+      return cached;
+    }
+    const fetched = join(this.options.home, "images", `${digest}.fetching-${process.pid}-${Date.now()}`);
+    await mkdir(fetched, { recursive: true });
+    try {
+      const tar = spawn("tar", ["--numeric-owner", "-x", "-C", fetched, "-f", "-"], {
+        stdio: ["pipe", "ignore", "pipe"],
+      });
+      let errors = "";
+      tar.stderr.on("data", (chunk: Buffer) => {
+        errors = (errors + chunk.toString()).slice(-2_000);
+      });
+      const exited = new Promise<number | null>((resolve) => tar.on("close", resolve));
+      try {
+        // pipeline also sees an archive that failed before it was handed here (a broken fetch).
+        await pipeline(archive, tar.stdin);
+      } catch (err) {
+        tar.kill("SIGKILL");
+        await exited;
+        throw err;
+      }
+      const code = await exited;
+      if (code !== 0) throw new ImageBuildError(`cannot unpack the image ${digest}: ${errors.trim()}`);
+      const meta = JSON.parse(await readFile(join(fetched, "image.json"), "utf8")) as { digest?: string };
+      if (meta.digest !== digest)
+        throw new ImageBuildError(`the archive of image ${digest} describes image ${meta.digest ?? "none"}`);
+      // Another rollout may have adopted it first: its copy is the same image.
+      await rename(fetched, join(this.options.home, "images", digest)).catch(() => undefined);
+    } finally {
+      await rm(fetched, { recursive: true, force: true });
+    }
+    const image = await this.lookup(digest);
+    if (!image) throw new ImageBuildError(`the image ${digest} was unpacked but cannot be found`);
+    return image;
   }
 
   /**

@@ -133,7 +133,7 @@ export function stackComponents(config: StackConfig): Component[] {
         ...serviceEnv(ports.serving),
         VLLM_URL: config.vllmNodes.join(","),
         // The model servers load each adapter from serving's files by URL, not from its disk.
-        SERVING_ADVERTISED_URL: url(ports.serving),
+        SERVING_URL: url(ports.serving),
         SERVING_DATA_DIR: join(config.data, "serving"),
         SERVING_MAX_LORAS: String(config.maxLoras),
         SERVING_MAX_LORA_RANK: String(config.maxLoraRank),

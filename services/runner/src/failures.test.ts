@@ -1,6 +1,7 @@
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ErrorBody, type HarnessCheck, RolloutResult, RolloutState, SessionView } from "@bridle/contracts";
+import { loadStackConfig } from "@bridle/stack";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { harnesses } from "./harnesses/index.ts";
 import { guardAdminHeaders, startRolloutStack } from "./test-stack.ts";
@@ -423,6 +424,39 @@ describe("a task whose environment is a Dockerfile (built on podman)", () => {
     // Workspace and image changes went to the verifier by reference, and were released once it answered.
     expect(readdirSync(join(stack.dataDir, "artifacts"))).toEqual([]);
   });
+
+  it("runs on a host that has not built the image: the runner fetches it from the tasks service", async () => {
+    const other = stack.otherHostRunner();
+    await stack.script([
+      { tool_calls: [run("cp /etc/build-id build.txt && echo tuned > /etc/agent.conf")] },
+      { text: "Done." },
+    ]);
+    const res = await other.app.request("/v1/rollouts", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        rolloutId: "image-task-elsewhere",
+        taskId: "image-task",
+        harness: "pi",
+        model: "scripted-model",
+        agentTimeoutSec: 120,
+      }),
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+    const result = RolloutResult.parse(await res.json());
+    expect(result.environmentFailure).toBeNull();
+    expect(result.correctness).toBe(1);
+    // The image now lies in the other host's own home, under the digest the tasks service built.
+    const [digest, ...more] = readdirSync(join(other.imagesHome, "images"));
+    expect(more).toEqual([]);
+    expect(digest).toMatch(/^[0-9a-f]{64}$/);
+    expect(readFileSync(join(other.imagesHome, "images", digest!, "rootfs", "etc", "build-id"), "utf8")).toBe(
+      readFileSync(
+        join(loadStackConfig().home, "containers", "images", digest!, "rootfs", "etc", "build-id"),
+        "utf8",
+      ),
+    );
+  }, 300_000);
 });
 
 describe("the agent cannot reach the control plane", () => {

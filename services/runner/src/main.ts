@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { imagesFromTasks } from "@bridle/harbor";
 import { EnvironmentImages, Sandbox } from "@bridle/sandbox";
 import { ArtifactStore, createLogger, orExit, serveApp } from "@bridle/service-kit";
 import { createRunnerApp } from "./app.ts";
@@ -18,7 +19,10 @@ const app = createRunnerApp({
   verifierUrl: env.VERIFIER_URL,
   dataDir: env.RUNNER_DATA_DIR,
   install: { npmRoot: env.HARNESS_NPM_ROOT, hermesVenv: env.HERMES_VENV },
-  images: env.IMAGES_HOME ? new EnvironmentImages({ home: env.IMAGES_HOME }) : undefined,
+  // Images built by the tasks service are fetched from it when this host has not built them.
+  images: env.IMAGES_HOME
+    ? new EnvironmentImages({ home: env.IMAGES_HOME, source: imagesFromTasks(env.TASKS_URL) })
+    : undefined,
   allowedEnv: env.TASK_ENV_ALLOW,
   ...(env.HARNESS_CHECKS_DIR ? { harnessChecksDir: env.HARNESS_CHECKS_DIR } : {}),
   maxConcurrent: env.RUNNER_MAX_CONCURRENT,

@@ -255,14 +255,20 @@ async function execute(ctx: RolloutContext): Promise<RolloutResult> {
   return result;
 }
 
-/** The task's image unpacked on this host, or an environment failure naming what is missing. */
+/** The task's image unpacked on this host (fetched from the tasks service when it built it), or an environment failure naming what is missing. */
 async function imageOf(deps: RolloutDeps, task: AgentTask): Promise<BuiltImage | undefined> {
   if (!task.image) return undefined;
-  const image = deps.images ? await deps.images.lookup(task.image.digest) : null;
+  let missing = deps.images ? "" : " (no IMAGES_HOME)";
+  const image = deps.images
+    ? await deps.images.find(task.image.digest).catch((err: unknown) => {
+        missing = `, and fetching it from the tasks service failed: ${err instanceof Error ? err.message : String(err)}`;
+        return null;
+      })
+    : null;
   if (!image)
     throw new EnvironmentFailure(
       "sandbox",
-      `task ${task.id} runs on the image ${task.image.tag}, which is not built on this host${deps.images ? "" : " (no IMAGES_HOME)"}: import the task again where podman is installed`,
+      `task ${task.id} runs on the image ${task.image.tag}, which is not built on this host or by the tasks service${missing}`,
     );
   return image;
 }

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ImportResult } from "@bridle/contracts";
+import { imagesFromTasks } from "@bridle/harbor";
 import { EnvironmentImages } from "@bridle/sandbox";
 import { ArtifactStore, callJson, createLogger } from "@bridle/service-kit";
 import { loadStackConfig } from "@bridle/stack";
@@ -69,25 +70,29 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
         throw new Error(`task import failed: ${JSON.stringify(imported)}`);
     }
     const home = loadStackConfig().home;
-    // The runner under test also listens: the verifier fetches the workspaces it hands over.
-    const runnerPort = basePort + 3;
-    const app = createRunnerApp({
-      log: createLogger("runner", "warn"),
-      artifacts: new ArtifactStore(
-        join(data, "runner", "artifacts"),
-        `http://127.0.0.1:${runnerPort}/v1/artifacts`,
-      ),
-      tasksUrl,
-      guardUrl,
-      guardAdminToken: TEST_GUARD_ADMIN_TOKEN,
-      verifierUrl,
-      dataDir: join(data, "runner"),
-      install: { npmRoot: join(home, "harnesses", "node_modules"), hermesVenv: join(home, "hermes-venv") },
-      images: new EnvironmentImages({ home: imagesHome }),
-      maxConcurrent: 4,
-      harnessChecksDir: join(data, "harness-checks"),
-    });
-    const server = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: runnerPort });
+    /** A runner app in this process, listening on `port` (the verifier fetches the workspaces it hands over). */
+    const runner = (port: number, dir: string, images: EnvironmentImages) => {
+      const app = createRunnerApp({
+        log: createLogger("runner", "warn"),
+        artifacts: new ArtifactStore(join(dir, "artifacts"), `http://127.0.0.1:${port}/v1/artifacts`),
+        tasksUrl,
+        guardUrl,
+        guardAdminToken: TEST_GUARD_ADMIN_TOKEN,
+        verifierUrl,
+        dataDir: dir,
+        install: { npmRoot: join(home, "harnesses", "node_modules"), hermesVenv: join(home, "hermes-venv") },
+        images,
+        maxConcurrent: 4,
+        harnessChecksDir: join(data, "harness-checks"),
+      });
+      return { app, server: serve({ fetch: app.fetch, hostname: "127.0.0.1", port }) };
+    };
+    const { app, server } = runner(
+      basePort + 3,
+      join(data, "runner"),
+      new EnvironmentImages({ home: imagesHome }),
+    );
+    const others: ReturnType<typeof runner>[] = [];
     return {
       app,
       /** This runner's data folder (its rollouts' logs and results, its sandboxes). */
@@ -104,12 +109,27 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
         });
         if (!res.ok) throw new Error(`script rejected: ${await res.text()}`);
       },
+      /**
+       * Another runner, as on a host that has built no image: its image home starts empty and
+       * fetches from the tasks service. Returns its app and that home.
+       */
+      otherHostRunner() {
+        const imagesHome = join(data, "other-host-images");
+        const other = runner(
+          basePort + 4,
+          join(data, "other-host-runner"),
+          new EnvironmentImages({ home: imagesHome, source: imagesFromTasks(tasksUrl) }),
+        );
+        others.push(other);
+        return { app: other.app, imagesHome };
+      },
       /** Stops one process of the stack for good (to take a service or the model server down). */
       async kill(name: "upstream" | "guard" | "tasks" | "verifier") {
         await named.get(name)?.stop();
       },
       async stop() {
-        await new Promise((resolve) => server.close(resolve));
+        for (const s of [server, ...others.map((o) => o.server)])
+          await new Promise((resolve) => s.close(resolve));
         for (const p of processes.reverse()) await p.stop();
         if (!process.env.BRIDLE_TEST_KEEP_DATA) rmSync(data, { recursive: true, force: true });
       },

@@ -12,7 +12,7 @@ export const ServingEnv = BaseEnv.extend({
     .describe(
       "The model server, or a pool of them as comma-separated URLs: vLLM nodes serving one base model, each given every adapter version",
     ),
-  SERVING_ADVERTISED_URL: z
+  SERVING_URL: z
     .string()
     .url()
     .optional()

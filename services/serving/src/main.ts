@@ -9,12 +9,12 @@ import { AdapterRegistry } from "./registry.ts";
 const env = orExit(loadServingEnv);
 const log = createLogger("serving", env.LOG_LEVEL);
 // The model servers fetch adapters from serving itself (an address they can reach: a wildcard
-// bind is reached at the loopback address unless SERVING_ADVERTISED_URL says otherwise).
+// bind is reached at the loopback address unless SERVING_URL says otherwise).
 const host = env.HOST === "0.0.0.0" || env.HOST === "::" ? "127.0.0.1" : env.HOST;
 const pool = ModelPool.of(
   env.VLLM_URL,
   env.VLLM_TIMEOUT_MS,
-  env.SERVING_ADVERTISED_URL ?? `http://${host.includes(":") ? `[${host}]` : host}:${env.PORT}`,
+  env.SERVING_URL ?? `http://${host.includes(":") ? `[${host}]` : host}:${env.PORT}`,
 );
 const registry = new AdapterRegistry(env.SERVING_DATA_DIR);
 const adapters = new AdapterManager(

@@ -1,5 +1,6 @@
 import type { SandboxHost } from "@bridle/harbor";
-import { createApp, type Logger } from "@bridle/service-kit";
+import { type ArtifactStore, createApp, type Logger } from "@bridle/service-kit";
+import { imageRoutes } from "./routes/images.ts";
 import { taskRoutes } from "./routes/tasks.ts";
 import type { TaskStore } from "./store.ts";
 
@@ -8,6 +9,8 @@ export interface TasksDeps extends SandboxHost {
   store: TaskStore;
   heldOutRatio: number;
   controlParallel: number;
+  /** Where packed images are held for hosts that fetch them; none: images stay on this host. */
+  artifacts?: ArtifactStore | undefined;
   bodyLimitBytes?: number;
 }
 
@@ -21,6 +24,7 @@ export function createTasksApp(deps: TasksDeps) {
     bodyLimitBytes: deps.bodyLimitBytes,
   });
   app.route("/v1", taskRoutes(deps));
+  if (deps.artifacts) app.route("/v1", imageRoutes(deps.images, deps.artifacts));
   return app;
 }
 

@@ -4,6 +4,13 @@ import { z } from "zod";
 export const TasksEnv = BaseEnv.extend({
   PORT: z.coerce.number().int().min(1).max(65_535).default(8702),
   TASKS_DATA: z.string().min(1).describe("Folder of the registry's SQLite file"),
+  TASKS_URL: z
+    .string()
+    .url()
+    .optional()
+    .describe(
+      "Where runners and verifiers reach this service, for the images they fetch by reference; unset: http://HOST:PORT",
+    ),
   TASKS_HELDOUT_RATIO: z.coerce.number().min(0).max(1).default(0.2),
   TASKS_CONTROL_PARALLEL: z.coerce.number().int().min(1).max(16).default(2),
   TASKS_SANDBOX_DIR: z

@@ -1,5 +1,6 @@
+import { join } from "node:path";
 import { EnvironmentImages } from "@bridle/sandbox";
-import { createLogger, orExit, serveApp } from "@bridle/service-kit";
+import { ArtifactStore, createLogger, orExit, serveApp } from "@bridle/service-kit";
 import { createTasksApp } from "./app.ts";
 import { loadTasksEnv } from "./env.ts";
 import { TaskStore } from "./store.ts";
@@ -7,6 +8,7 @@ import { TaskStore } from "./store.ts";
 const env = orExit(loadTasksEnv);
 const log = createLogger("tasks", env.LOG_LEVEL);
 const store = new TaskStore(env.TASKS_DATA);
+const ownUrl = env.TASKS_URL ?? `http://${env.HOST === "0.0.0.0" ? "127.0.0.1" : env.HOST}:${env.PORT}`;
 const app = createTasksApp({
   log,
   store,
@@ -18,6 +20,8 @@ const app = createTasksApp({
   images: env.IMAGES_HOME
     ? new EnvironmentImages({ home: env.IMAGES_HOME, say: (line) => log.info(line) })
     : undefined,
+  // Images built here, packed for runners and verifiers on hosts that have not built them.
+  artifacts: new ArtifactStore(join(env.TASKS_DATA, "artifacts"), `${ownUrl}/v1/artifacts`),
   bodyLimitBytes: env.BODY_LIMIT_BYTES,
 });
 serveApp(app, { host: env.HOST, port: env.PORT, log, onShutdown: () => store.close() });

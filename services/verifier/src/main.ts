@@ -1,4 +1,5 @@
 import { tmpdir } from "node:os";
+import { imagesFromTasks } from "@bridle/harbor";
 import { EnvironmentImages, Sandbox } from "@bridle/sandbox";
 import { createLogger, orExit, serveApp } from "@bridle/service-kit";
 import { createVerifierApp } from "./app.ts";
@@ -17,7 +18,10 @@ const app = createVerifierApp({
   sandboxDir: env.VERIFIER_SANDBOX_DIR,
   allowedEnv: env.TASK_ENV_ALLOW,
   toolchain: env.VERIFIER_TOOLCHAIN,
-  images: env.IMAGES_HOME ? new EnvironmentImages({ home: env.IMAGES_HOME }) : undefined,
+  // Images built by the tasks service are fetched from it when this host has not built them.
+  images: env.IMAGES_HOME
+    ? new EnvironmentImages({ home: env.IMAGES_HOME, source: imagesFromTasks(env.TASKS_URL) })
+    : undefined,
   bodyLimitBytes: env.BODY_LIMIT_BYTES,
 });
 serveApp(app, { host: env.HOST, port: env.PORT, log });

@@ -8,7 +8,7 @@ import {
 } from "@bridle/contracts";
 import { fromTaskFiles, runTests, type SandboxHost } from "@bridle/harbor";
 import { computeReward } from "@bridle/reward";
-import { Sandbox } from "@bridle/sandbox";
+import { type BuiltImage, Sandbox } from "@bridle/sandbox";
 import {
   ArtifactError,
   callJson,
@@ -95,9 +95,16 @@ export async function verify(deps: VerifyDeps, request: VerificationRequest): Pr
   const bundle = await bundleFor(deps, request.taskId);
   const tests = testsFor(bundle, request.step);
   const outcome = await deps.limiter.run(async (): Promise<VerifierOutcome> => {
-    const image = bundle.image && deps.images ? await deps.images.lookup(bundle.image.digest) : null;
+    let image: BuiltImage | null = null;
+    let missing = deps.images ? "" : " (no IMAGES_HOME)";
+    if (bundle.image && deps.images) {
+      image = await deps.images.find(bundle.image.digest).catch((err: unknown) => {
+        missing = `, and fetching it from the tasks service failed: ${err instanceof Error ? err.message : String(err)}`;
+        return null;
+      });
+    }
     if (bundle.image && !image) {
-      const message = `task ${bundle.id} runs on the image ${bundle.image.tag}, which is not built on this host${deps.images ? "" : " (no IMAGES_HOME)"}`;
+      const message = `task ${bundle.id} runs on the image ${bundle.image.tag}, which is not built on this host${missing}`;
       return { correctness: null, failure: "setup", message, exitCode: null, durationMs: 0, outputTail: "" };
     }
     const workspace = await fetchArtifact(request.workspace).catch((err) => received(err, "workspace"));

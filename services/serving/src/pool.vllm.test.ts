@@ -73,7 +73,7 @@ const session = async (model: string) => {
 
 beforeAll(async () => {
   adapters = makeAdapters(join(root, "random"), 2);
-  [a, b] = await Promise.all([startVllm(PORT_A, 2, dir("a")), startVllm(PORT_B, 2, dir("b"))]);
+  [a, b] = await Promise.all([startVllm(PORT_A, 2, dir("a"), 1), startVllm(PORT_B, 2, dir("b"), 1)]);
   config = loadStackConfig({
     BRIDLE_MODEL: "smollm2-135m",
     BRIDLE_HOME: bridleHome,
@@ -150,7 +150,7 @@ describe("a pool of two vLLM nodes behind serving and the guard", () => {
     expect(v2.state).toBe("serving");
     expect(await loadedOn(a)).toEqual([v1, v2.servedName]);
 
-    b = await startVllm(PORT_B, 2, dir("b-again")); // a new process: it has no adapter
+    b = await startVllm(PORT_B, 2, dir("b-again"), 1); // a new process: it has no adapter
     await waitFor(async () => (await nodes()).nodes[1]!.models.includes(v2.servedName));
     expect(await loadedOn(b)).toEqual([v1, v2.servedName]);
     const after = await session(v2.servedName);

@@ -16,8 +16,16 @@ export interface VllmProcess {
   stop(): Promise<void>;
 }
 
-/** Starts vLLM exactly as the stack launcher does (its component definition), and waits for /health. */
-export async function startVllm(port: number, maxLoras: number, logDir?: string): Promise<VllmProcess> {
+/**
+ * Starts vLLM exactly as the stack launcher does (its component definition), and waits for /health.
+ * `kvGib`: its KV cache (the stack's default unless given; tests that start several keep it small).
+ */
+export async function startVllm(
+  port: number,
+  maxLoras: number,
+  logDir?: string,
+  kvGib?: number,
+): Promise<VllmProcess> {
   const dir = logDir ?? mkdtempSync(join(tmpdir(), "bridle-vllm-"));
   const config = loadStackConfig({
     BRIDLE_MODEL: "smollm2-135m", // the adapters here are made for the smallest model
@@ -25,6 +33,7 @@ export async function startVllm(port: number, maxLoras: number, logDir?: string)
     BRIDLE_DATA: dir,
     BRIDLE_VLLM_PORT: String(port),
     BRIDLE_VLLM_MAX_LORAS: String(maxLoras),
+    ...(kvGib === undefined ? {} : { BRIDLE_VLLM_KV_GIB: String(kvGib) }),
   });
   const component = stackComponents(config).find((c) => c.name === "vllm");
   if (!component) throw new Error("the stack defines no vLLM component");

@@ -172,6 +172,8 @@ export function stackComponents(config: StackConfig): Component[] {
         TASK_ENV_ALLOW: config.taskEnvAllow.join(","),
         VERIFIER_TOOLCHAIN: join(config.home, "toolchain"),
         IMAGES_HOME: imagesHome(config),
+        // Where `bridle harness check` stores its results; every runner reads them from here.
+        HARNESS_CHECKS_DIR: join(config.data, "harness-checks"),
       },
       ports: [{ port: ports.tasks, setting: "BRIDLE_PORT_BASE" }],
       health: { kind: "http", url: `${url(ports.tasks)}/healthz` },
@@ -240,7 +242,6 @@ export function stackComponents(config: StackConfig): Component[] {
         HERMES_VENV: join(config.home, "hermes-venv"),
         IMAGES_HOME: imagesHome(config),
         TASK_ENV_ALLOW: config.taskEnvAllow.join(","),
-        HARNESS_CHECKS_DIR: join(config.data, "harness-checks"),
       },
       ports: [{ port: ports.runner, setting: "BRIDLE_PORT_BASE" }],
       health: { kind: "http", url: `${url(ports.runner)}/healthz` },

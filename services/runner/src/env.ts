@@ -18,12 +18,6 @@ export const RunnerEnv = BaseEnv.extend({
     .describe(
       "Where tasks' images are unpacked (the tasks service builds them); tasks with an image fail without it",
     ),
-  HARNESS_CHECKS_DIR: z
-    .string()
-    .optional()
-    .describe(
-      "Stored conformance checks (`bridle harness check`), one per harness version: a training rollout of a version whose check failed is refused",
-    ),
   RUNNER_URL: z
     .string()
     .url()

@@ -24,7 +24,6 @@ const app = createRunnerApp({
     ? new EnvironmentImages({ home: env.IMAGES_HOME, source: imagesFromTasks(env.TASKS_URL) })
     : undefined,
   allowedEnv: env.TASK_ENV_ALLOW,
-  ...(env.HARNESS_CHECKS_DIR ? { harnessChecksDir: env.HARNESS_CHECKS_DIR } : {}),
   maxConcurrent: env.RUNNER_MAX_CONCURRENT,
   bodyLimitBytes: env.BODY_LIMIT_BYTES,
 });

@@ -47,8 +47,6 @@ export interface RolloutDeps extends RolloutServices {
   images?: EnvironmentImages | undefined;
   /** Variables of this host's environment that tasks' `${VAR}` references may read. */
   allowedEnv?: readonly string[];
-  /** Stored conformance checks, `<harness>@<version>.json` each (`bridle harness check`). */
-  harnessChecksDir?: string;
 }
 
 class EnvironmentFailure extends Error {

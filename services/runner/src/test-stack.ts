@@ -55,6 +55,7 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
     const tasksUrl = await service("tasks", basePort + 1, {
       TASKS_DATA: join(data, "tasks"),
       IMAGES_HOME: imagesHome,
+      HARNESS_CHECKS_DIR: join(data, "harness-checks"),
     });
     const verifierUrl = await service("verifier", basePort + 2, {
       TASKS_URL: tasksUrl,
@@ -83,7 +84,6 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
         install: { npmRoot: join(home, "harnesses", "node_modules"), hermesVenv: join(home, "hermes-venv") },
         images,
         maxConcurrent: 4,
-        harnessChecksDir: join(data, "harness-checks"),
       });
       return { app, server: serve({ fetch: app.fetch, hostname: "127.0.0.1", port }) };
     };
@@ -97,7 +97,7 @@ export async function startRolloutStack(basePort: number, taskDirs: string[]) {
       app,
       /** This runner's data folder (its rollouts' logs and results, its sandboxes). */
       dataDir: join(data, "runner"),
-      /** Where this runner reads harness versions' conformance checks. */
+      /** Where the tasks service keeps harness versions' conformance checks, which runners read there. */
       harnessChecksDir: join(data, "harness-checks"),
       upstreamUrl: upstream.url,
       guardUrl,

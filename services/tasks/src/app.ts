@@ -1,5 +1,6 @@
 import type { SandboxHost } from "@bridle/harbor";
 import { type ArtifactStore, createApp, type Logger } from "@bridle/service-kit";
+import { harnessCheckRoutes } from "./routes/harness-checks.ts";
 import { imageRoutes } from "./routes/images.ts";
 import { taskRoutes } from "./routes/tasks.ts";
 import type { TaskStore } from "./store.ts";
@@ -9,6 +10,8 @@ export interface TasksDeps extends SandboxHost {
   store: TaskStore;
   heldOutRatio: number;
   controlParallel: number;
+  /** Where `bridle harness check` stores harness versions' checks, served to every runner. */
+  harnessChecksDir?: string | undefined;
   /** Where packed images are held for hosts that fetch them; none: images stay on this host. */
   artifacts?: ArtifactStore | undefined;
   bodyLimitBytes?: number;
@@ -19,11 +22,12 @@ export function createTasksApp(deps: TasksDeps) {
   const app = createApp({
     name: "tasks",
     description:
-      "Harbor task registry: import with controls, list, stratified sampling, agent and verifier views",
+      "Harbor task registry: import with controls, list, stratified sampling, agent and verifier views; the task images built here and the harness versions' conformance checks",
     log: deps.log,
     bodyLimitBytes: deps.bodyLimitBytes,
   });
   app.route("/v1", taskRoutes(deps));
+  app.route("/v1", harnessCheckRoutes(deps.harnessChecksDir));
   if (deps.artifacts) app.route("/v1", imageRoutes(deps.images, deps.artifacts));
   return app;
 }

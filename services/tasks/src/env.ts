@@ -11,6 +11,12 @@ export const TasksEnv = BaseEnv.extend({
     .describe(
       "Where runners and verifiers reach this service, for the images they fetch by reference; unset: http://HOST:PORT",
     ),
+  HARNESS_CHECKS_DIR: z
+    .string()
+    .optional()
+    .describe(
+      "Stored conformance checks (`bridle harness check`), one per harness version, served to the runners: a training rollout of a version whose check failed is refused",
+    ),
   TASKS_HELDOUT_RATIO: z.coerce.number().min(0).max(1).default(0.2),
   TASKS_CONTROL_PARALLEL: z.coerce.number().int().min(1).max(16).default(2),
   TASKS_SANDBOX_DIR: z

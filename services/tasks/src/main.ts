@@ -20,6 +20,7 @@ const app = createTasksApp({
   images: env.IMAGES_HOME
     ? new EnvironmentImages({ home: env.IMAGES_HOME, say: (line) => log.info(line) })
     : undefined,
+  harnessChecksDir: env.HARNESS_CHECKS_DIR,
   // Images built here, packed for runners and verifiers on hosts that have not built them.
   artifacts: new ArtifactStore(join(env.TASKS_DATA, "artifacts"), `${ownUrl}/v1/artifacts`),
   bodyLimitBytes: env.BODY_LIMIT_BYTES,

@@ -52,7 +52,7 @@ export interface HarnessCheckOptions {
 
 type Say = (line: string) => void;
 
-/** Where checks are stored: one JSON file per (harness, version), read by the runner. */
+/** Where checks are stored: one JSON file per (harness, version), served to the runners by the tasks service. */
 export const harnessChecksDir = (config: StackConfig) => join(config.data, "harness-checks");
 
 /** Runs the check for each named harness on a private stack, stores and prints each result. */
@@ -136,7 +136,7 @@ async function startCheckStack(config: StackConfig, portBase: number, say: Say):
     for (const name of ["guard", "tasks", "verifier", "runner"]) {
       const component = all.find((c) => c.name === name)!;
       // The check's own runner runs whatever version it checks, a failed one included.
-      if (name === "runner") delete component.env.HARNESS_CHECKS_DIR;
+      if (name === "tasks") delete component.env.HARNESS_CHECKS_DIR;
       running.push(await startComponent(component, logs, 120_000));
     }
     const url = (port: number) => `http://${checkConfig.host}:${port}`;

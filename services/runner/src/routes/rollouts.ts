@@ -1,15 +1,16 @@
 import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
 import { HarnessCheck, RolloutRequest, RolloutResult, RolloutState } from "@bridle/contracts";
 import {
   ATTEMPT_HEADER,
   attemptOf,
+  callJson,
   createRouter,
   errorAnswer,
   errorContent,
   httpError,
   type Logger,
   Semaphore,
+  ServiceError,
 } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import { harnesses } from "../harnesses/index.ts";
@@ -98,20 +99,16 @@ class Scheduler {
 
 const cancelled = (id: string | undefined) => new RolloutCancelled(`rollout ${id} was cancelled`);
 
-/** The stored conformance check of a harness's pinned version; null when it was never checked. */
-function storedCheck(deps: RolloutDeps, harness: HarnessAdapter): HarnessCheck | null {
-  if (!deps.harnessChecksDir) return null;
-  const file = join(deps.harnessChecksDir, `${harness.name}@${harness.version}.json`);
-  if (!existsSync(file)) return null;
-  try {
-    return HarnessCheck.parse(JSON.parse(readFileSync(file, "utf8")));
-  } catch (err) {
-    throw httpError(
-      500,
-      "harness_check_unreadable",
-      `${file} is not a harness check: ${(err as Error).message}`,
-    );
-  }
+/**
+ * The stored conformance check of a harness's pinned version, from the tasks service (where `bridle
+ * harness check` stores them, so every runner reads the same); null when it was never checked.
+ */
+async function storedCheck(deps: RolloutDeps, harness: HarnessAdapter): Promise<HarnessCheck | null> {
+  const url = `${deps.tasksUrl}/v1/harness-checks/${harness.name}/${encodeURIComponent(harness.version)}`;
+  return callJson(url, { schema: HarnessCheck, timeoutMs: 10_000 }).catch((err: unknown) => {
+    if (err instanceof ServiceError && err.status === 404) return null;
+    throw err;
+  });
 }
 
 export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
@@ -166,7 +163,7 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
         }
         // Training never learns from a harness version that failed its conformance check: its
         // trajectories would not be what the harness really sent and received.
-        const check = request.capture ? storedCheck(deps, harness) : null;
+        const check = request.capture ? await storedCheck(deps, harness) : null;
         if (check && !check.passed) {
           const failed = check.properties.filter((p) => !p.passed);
           throw httpError(
@@ -265,23 +262,25 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
         return c.json(state, 200);
       },
     )
-    .get("/harnesses/list", (c) =>
+    .get("/harnesses/list", async (c) =>
       c.json(
-        Object.values(harnesses).map((h) => {
-          const check = storedCheck(deps, h);
-          return {
-            name: h.name,
-            api: h.api,
-            version: h.version,
-            check: check
-              ? {
-                  passed: check.passed,
-                  checkedAt: check.checkedAt,
-                  failed: check.properties.filter((p) => !p.passed).map((p) => p.name),
-                }
-              : null,
-          };
-        }),
+        await Promise.all(
+          Object.values(harnesses).map(async (h) => {
+            const check = await storedCheck(deps, h);
+            return {
+              name: h.name,
+              api: h.api,
+              version: h.version,
+              check: check
+                ? {
+                    passed: check.passed,
+                    checkedAt: check.checkedAt,
+                    failed: check.properties.filter((p) => !p.passed).map((p) => p.name),
+                  }
+                : null,
+            };
+          }),
+        ),
       ),
     );
 }

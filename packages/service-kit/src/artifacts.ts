@@ -9,32 +9,36 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { createRouter } from "./app.ts";
 import { httpError } from "./errors.ts";
 import { errorContent } from "./openapi.ts";
+import { presignedGet, type S3Bucket, signedRequest } from "./s3.ts";
 
 const SHA256 = /^[0-9a-f]{64}$/;
 
 /**
  * Content-addressed files a service hands to others by reference: each stored once under its
- * sha256 and served over HTTP (`artifactRoutes`) until every holder has released it. Holders are
- * counted, so two rollouts whose workspaces pack to the same bytes share one file safely. What a
- * restarted service left in its folder is cleared when its store is made.
+ * sha256 until every holder has released it. Holders are counted, so two rollouts whose workspaces
+ * pack to the same bytes share one file safely. By default the files lie in the service's folder and
+ * are served by it over HTTP (`artifactRoutes`); with an S3-compatible bucket they are put there
+ * instead and a reference is a presigned URL, so a reader needs neither the service nor credentials.
+ * What a restarted service left in its folder is cleared when its store is made.
  */
 export class ArtifactStore {
   private readonly holders = new Map<string, number>();
+  private readonly baseUrl: string;
 
   /**
    * The store in `dir`, emptied (references a previous process handed out died with it), served
-   * under `baseUrl` (where `artifactRoutes` are mounted, as others reach it).
+   * under `baseUrl` (where `artifactRoutes` are mounted, as others reach it); or, given `s3`, kept
+   * in that bucket (`dir` then only stages each file while its hash is taken).
    */
   constructor(
     readonly dir: string,
     baseUrl: string,
+    private readonly s3?: S3Bucket,
   ) {
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(dir, { recursive: true });
     this.baseUrl = baseUrl.replace(/\/+$/, "");
   }
-
-  private readonly baseUrl: string;
 
   /** Stores what `source` yields and returns its reference; release it when its reader is done. */
   async put(source: Readable | AsyncIterable<Uint8Array>): Promise<ArtifactRef> {
@@ -47,14 +51,47 @@ export class ArtifactStore {
       throw err;
     }
     const { sha256, bytes } = seen.result();
+    if (this.s3) {
+      try {
+        if (!this.holders.has(sha256)) await this.upload(this.s3, partial, sha256, bytes);
+      } finally {
+        await rm(partial, { force: true });
+      }
+      this.holders.set(sha256, (this.holders.get(sha256) ?? 0) + 1);
+      return { url: presignedGet(this.s3, objectKey(sha256), PRESIGNED_SECONDS), sha256, bytes };
+    }
     await rename(partial, this.file(sha256));
     this.holders.set(sha256, (this.holders.get(sha256) ?? 0) + 1);
     return { url: `${this.baseUrl}/${sha256}`, sha256, bytes };
   }
 
-  /** The stored file of `sha256`, or null when none is held. */
+  private async upload(bucket: S3Bucket, file: string, sha256: string, bytes: number): Promise<void> {
+    const request = signedRequest(bucket, "PUT", objectKey(sha256), {
+      payloadSha256: sha256,
+      headers: { "content-length": String(bytes) },
+    });
+    const res = await fetch(request.url, {
+      method: "PUT",
+      headers: request.headers,
+      body: Readable.toWeb(createReadStream(file)) as ReadableStream<Uint8Array>,
+      duplex: "half",
+      signal: AbortSignal.timeout(600_000),
+    } as RequestInit).catch((err: unknown) => {
+      throw new ArtifactError(
+        "artifact_unavailable",
+        `cannot reach the bucket at ${bucket.url}: ${(err as Error).message}`,
+      );
+    });
+    if (!res.ok)
+      throw new ArtifactError(
+        "artifact_unavailable",
+        `the bucket at ${bucket.url} refused ${sha256}: ${res.status} ${(await res.text()).slice(0, 300)}`,
+      );
+  }
+
+  /** The stored file of `sha256`, or null when none is held here (always null with a bucket). */
   find(sha256: string): string | null {
-    return SHA256.test(sha256) && this.holders.has(sha256) ? this.file(sha256) : null;
+    return !this.s3 && SHA256.test(sha256) && this.holders.has(sha256) ? this.file(sha256) : null;
   }
 
   /** One holder is done with `ref`: the file goes when the last one is. */
@@ -62,11 +99,21 @@ export class ArtifactStore {
     const left = (this.holders.get(ref.sha256) ?? 1) - 1;
     if (left > 0) return void this.holders.set(ref.sha256, left);
     this.holders.delete(ref.sha256);
-    await rm(this.file(ref.sha256), { force: true });
+    if (!this.s3) return rm(this.file(ref.sha256), { force: true });
+    const request = signedRequest(this.s3, "DELETE", objectKey(ref.sha256));
+    // A delete that fails leaves an object behind, nothing worse: the bucket's lifecycle rules clear it.
+    await fetch(request.url, {
+      method: "DELETE",
+      headers: request.headers,
+      signal: AbortSignal.timeout(30_000),
+    })
+      .then((res) => res.body?.cancel())
+      .catch(() => undefined);
   }
 
   /** How many artifacts are held (for tests and health). */
   async count(): Promise<number> {
+    if (this.s3) return this.holders.size;
     return (await readdir(this.dir)).filter((name) => name.endsWith(".bin")).length;
   }
 
@@ -74,6 +121,10 @@ export class ArtifactStore {
     return join(this.dir, `${sha256}.bin`);
   }
 }
+
+/** How long a presigned reference reads its object: a rollout's verification, or an image's transfer. */
+const PRESIGNED_SECONDS = 24 * 3600;
+const objectKey = (sha256: string) => `artifacts/${sha256}`;
 
 /** `GET /artifacts/{sha256}`: a held artifact's bytes, streamed. */
 export function artifactRoutes(store: ArtifactStore) {

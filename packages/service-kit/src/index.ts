@@ -12,6 +12,7 @@ export * from "./logger.ts";
 export * from "./openapi.ts";
 export * from "./paths.ts";
 export * from "./restart.ts";
+export * from "./s3.ts";
 export * from "./serve.ts";
 export * from "./stack-mark.ts";
 export * from "./temporal.ts";

@@ -174,6 +174,7 @@ export function stackComponents(config: StackConfig): Component[] {
         IMAGES_HOME: imagesHome(config),
         // Where `bridle harness check` stores its results; every runner reads them from here.
         HARNESS_CHECKS_DIR: join(config.data, "harness-checks"),
+        ...config.artifactsS3,
       },
       ports: [{ port: ports.tasks, setting: "BRIDLE_PORT_BASE" }],
       health: { kind: "http", url: `${url(ports.tasks)}/healthz` },
@@ -242,6 +243,7 @@ export function stackComponents(config: StackConfig): Component[] {
         HERMES_VENV: join(config.home, "hermes-venv"),
         IMAGES_HOME: imagesHome(config),
         TASK_ENV_ALLOW: config.taskEnvAllow.join(","),
+        ...config.artifactsS3,
       },
       ports: [{ port: ports.runner, setting: "BRIDLE_PORT_BASE" }],
       health: { kind: "http", url: `${url(ports.runner)}/healthz` },

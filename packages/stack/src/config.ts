@@ -100,6 +100,16 @@ export const StackEnv = z.object({
   BRIDLE_TASK_ENV_ALLOW: EnvNames.describe(
     "Variables of your environment that the $VAR references of tasks' task.toml [verifier] env may read, comma-separated; none by default",
   ),
+  BRIDLE_ARTIFACTS_S3_URL: z
+    .string()
+    .url()
+    .optional()
+    .describe(
+      "An S3-compatible bucket (path style) for the artifacts the runner and tasks service hand out, with the three settings below; unset: they serve them",
+    ),
+  BRIDLE_ARTIFACTS_S3_REGION: z.string().min(1).optional(),
+  BRIDLE_ARTIFACTS_S3_ACCESS_KEY_ID: z.string().min(1).optional(),
+  BRIDLE_ARTIFACTS_S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
   BRIDLE_GUARD_WORKERS: z.coerce
     .number()
     .int()
@@ -159,6 +169,8 @@ export interface StackConfig {
   maxLoraRank: number;
   maxTokens: number;
   guardWorkers: number;
+  /** The ARTIFACTS_S3_* settings of the services that hand out artifacts (empty: none). */
+  artifactsS3: Record<string, string>;
   /** Variables of the user's environment that tasks' `${VAR}` references may read. */
   taskEnvAllow: string[];
   /** The gateway's bearer token: its API is closed without it, always. */
@@ -213,6 +225,12 @@ export function loadStackConfig(source: Record<string, string | undefined> = pro
     maxLoraRank: env.BRIDLE_VLLM_MAX_LORA_RANK,
     maxTokens: env.BRIDLE_MAX_TOKENS,
     guardWorkers: env.BRIDLE_GUARD_WORKERS,
+    artifactsS3: Object.fromEntries(
+      (["URL", "REGION", "ACCESS_KEY_ID", "SECRET_ACCESS_KEY"] as const).flatMap((k) => {
+        const value = env[`BRIDLE_ARTIFACTS_S3_${k}`];
+        return value ? [[`ARTIFACTS_S3_${k}`, value]] : [];
+      }),
+    ),
     taskEnvAllow: env.BRIDLE_TASK_ENV_ALLOW,
     apiToken: env.BRIDLE_API_TOKEN ?? localApiToken(home),
     apiTokenSource: env.BRIDLE_API_TOKEN ? "the BRIDLE_API_TOKEN setting" : join(home, "api-token"),

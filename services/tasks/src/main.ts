@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { EnvironmentImages } from "@bridle/sandbox";
-import { ArtifactStore, createLogger, orExit, serveApp } from "@bridle/service-kit";
+import { ArtifactStore, artifactBucket, createLogger, orExit, serveApp } from "@bridle/service-kit";
 import { createTasksApp } from "./app.ts";
 import { loadTasksEnv } from "./env.ts";
 import { TaskStore } from "./store.ts";
@@ -22,7 +22,11 @@ const app = createTasksApp({
     : undefined,
   harnessChecksDir: env.HARNESS_CHECKS_DIR,
   // Images built here, packed for runners and verifiers on hosts that have not built them.
-  artifacts: new ArtifactStore(join(env.TASKS_DATA, "artifacts"), `${ownUrl}/v1/artifacts`),
+  artifacts: new ArtifactStore(
+    join(env.TASKS_DATA, "artifacts"),
+    `${ownUrl}/v1/artifacts`,
+    orExit(() => artifactBucket(env, "tasks")),
+  ),
   bodyLimitBytes: env.BODY_LIMIT_BYTES,
 });
 serveApp(app, { host: env.HOST, port: env.PORT, log, onShutdown: () => store.close() });

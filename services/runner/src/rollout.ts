@@ -68,7 +68,7 @@ function stopIfCancelled(ctx: RolloutContext): void {
 }
 
 /** A service the rollout needs is down: the caller (a Temporal activity) should retry. */
-function unavailable(what: string, err: unknown): never {
+export function unavailable(what: string, err: unknown): never {
   if (err instanceof ServiceError && !err.retryable) throw err;
   throw httpError(503, "dependency_unavailable", `${what} is unavailable: ${(err as Error).message}`, {
     retryable: true,

@@ -15,7 +15,7 @@ import {
 import { createRoute, z } from "@hono/zod-openapi";
 import { harnesses } from "../harnesses/index.ts";
 import type { HarnessAdapter } from "../harnesses/types.ts";
-import { RolloutCancelled, type RolloutDeps, resultPath, runRollout } from "../rollout.ts";
+import { RolloutCancelled, type RolloutDeps, resultPath, runRollout, unavailable } from "../rollout.ts";
 
 /** What a submitted rollout that failed answers its poller; kept for the last few hundred. */
 type Failed = Extract<RolloutState, { state: "failed" }>;
@@ -107,7 +107,7 @@ async function storedCheck(deps: RolloutDeps, harness: HarnessAdapter): Promise<
   const url = `${deps.tasksUrl}/v1/harness-checks/${harness.name}/${encodeURIComponent(harness.version)}`;
   return callJson(url, { schema: HarnessCheck, timeoutMs: 10_000 }).catch((err: unknown) => {
     if (err instanceof ServiceError && err.status === 404) return null;
-    throw err;
+    return unavailable("the tasks service (harness checks)", err);
   });
 }
 

@@ -39,6 +39,24 @@ export const EnvNames = z
   )
   .pipe(z.array(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "a variable name such as OPENAI_API_KEY")));
 
+/** One URL or several, comma-separated (a pool of model servers): at least one, each a URL. */
+export const UrlList = (fallback: string) =>
+  z
+    .string()
+    .default(fallback)
+    .transform((list) => list.split(",").map((url) => url.trim()))
+    .pipe(z.array(z.string().url()).min(1));
+
+/**
+ * A service's own address as others reach it: the setting when given, else its host and port (a
+ * wildcard bind is reached at the loopback address).
+ */
+export function ownUrl(setting: string | undefined, host: string, port: number): string {
+  if (setting) return setting;
+  const reach = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
+  return `http://${reach.includes(":") ? `[${reach}]` : reach}:${port}`;
+}
+
 /** Thrown when the environment does not satisfy a service's schema; names every bad variable. */
 export class EnvError extends Error {
   constructor(

@@ -23,8 +23,8 @@ beforeAll(async () => {
 }, 600_000);
 afterAll(() => stack?.stop());
 
-function post(body: Record<string, unknown>) {
-  return stack.app.request("/v1/rollouts", {
+function post(body: Record<string, unknown>, app = stack.app) {
+  return app.request("/v1/rollouts", {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ taskId: TASK, harness: "pi", model: "scripted-model", ...body }),
@@ -431,17 +431,10 @@ describe("a task whose environment is a Dockerfile (built on podman)", () => {
       { tool_calls: [run("cp /etc/build-id build.txt && echo tuned > /etc/agent.conf")] },
       { text: "Done." },
     ]);
-    const res = await other.app.request("/v1/rollouts", {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({
-        rolloutId: "image-task-elsewhere",
-        taskId: "image-task",
-        harness: "pi",
-        model: "scripted-model",
-        agentTimeoutSec: 120,
-      }),
-    });
+    const res = await post(
+      { rolloutId: "image-task-elsewhere", taskId: "image-task", agentTimeoutSec: 120 },
+      other.app,
+    );
     expect(res.status, await res.clone().text()).toBe(200);
     const result = RolloutResult.parse(await res.json());
     expect(result.environmentFailure).toBeNull();

@@ -1,7 +1,7 @@
 import { join } from "node:path";
 import { imagesFromTasks } from "@bridle/harbor";
 import { EnvironmentImages, Sandbox } from "@bridle/sandbox";
-import { ArtifactStore, artifactBucket, createLogger, orExit, serveApp } from "@bridle/service-kit";
+import { ArtifactStore, artifactBucket, createLogger, orExit, ownUrl, serveApp } from "@bridle/service-kit";
 import { createRunnerApp } from "./app.ts";
 import { loadRunnerEnv } from "./env.ts";
 
@@ -9,12 +9,12 @@ const env = orExit(loadRunnerEnv);
 const log = createLogger("runner", env.LOG_LEVEL);
 // A runner killed mid-rollout took its sandboxes' processes with it; what they left goes now.
 await Sandbox.reapOrphans(join(env.RUNNER_DATA_DIR, "sandboxes"), log);
-const ownUrl = env.RUNNER_URL ?? `http://${env.HOST === "0.0.0.0" ? "127.0.0.1" : env.HOST}:${env.PORT}`;
+const self = ownUrl(env.RUNNER_URL, env.HOST, env.PORT);
 const app = createRunnerApp({
   log,
   artifacts: new ArtifactStore(
     join(env.RUNNER_DATA_DIR, "artifacts"),
-    `${ownUrl}/v1/artifacts`,
+    `${self}/v1/artifacts`,
     orExit(() => artifactBucket(env, "runner")),
   ),
   tasksUrl: env.TASKS_URL,

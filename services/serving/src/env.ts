@@ -1,17 +1,12 @@
 import { join } from "node:path";
-import { BaseEnv, loadEnv, repoRoot } from "@bridle/service-kit";
+import { BaseEnv, loadEnv, repoRoot, UrlList } from "@bridle/service-kit";
 import { z } from "zod";
 
 export const ServingEnv = BaseEnv.extend({
   PORT: z.coerce.number().int().min(1).max(65_535).default(8701),
-  VLLM_URL: z
-    .string()
-    .default("http://127.0.0.1:8000")
-    .transform((list) => list.split(",").map((url) => url.trim()))
-    .pipe(z.array(z.string().url()).min(1))
-    .describe(
-      "The model server, or a pool of them as comma-separated URLs: vLLM nodes serving one base model, each given every adapter version",
-    ),
+  VLLM_URL: UrlList("http://127.0.0.1:8000").describe(
+    "The model server, or a pool of them as comma-separated URLs: vLLM nodes serving one base model, each given every adapter version",
+  ),
   SERVING_URL: z
     .string()
     .url()

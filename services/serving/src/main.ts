@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { createLogger, orExit, serveApp } from "@bridle/service-kit";
+import { createLogger, orExit, ownUrl, serveApp } from "@bridle/service-kit";
 import { AdapterManager } from "./adapters.ts";
 import { createServingApp } from "./app.ts";
 import { loadServingEnv } from "./env.ts";
@@ -8,14 +8,8 @@ import { AdapterRegistry } from "./registry.ts";
 
 const env = orExit(loadServingEnv);
 const log = createLogger("serving", env.LOG_LEVEL);
-// The model servers fetch adapters from serving itself (an address they can reach: a wildcard
-// bind is reached at the loopback address unless SERVING_URL says otherwise).
-const host = env.HOST === "0.0.0.0" || env.HOST === "::" ? "127.0.0.1" : env.HOST;
-const pool = ModelPool.of(
-  env.VLLM_URL,
-  env.VLLM_TIMEOUT_MS,
-  env.SERVING_URL ?? `http://${host.includes(":") ? `[${host}]` : host}:${env.PORT}`,
-);
+// The model servers fetch adapters from serving itself, at an address they can reach.
+const pool = ModelPool.of(env.VLLM_URL, env.VLLM_TIMEOUT_MS, ownUrl(env.SERVING_URL, env.HOST, env.PORT));
 const registry = new AdapterRegistry(env.SERVING_DATA_DIR);
 const adapters = new AdapterManager(
   registry,

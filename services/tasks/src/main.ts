@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { EnvironmentImages } from "@bridle/sandbox";
-import { ArtifactStore, artifactBucket, createLogger, orExit, serveApp } from "@bridle/service-kit";
+import { ArtifactStore, artifactBucket, createLogger, orExit, ownUrl, serveApp } from "@bridle/service-kit";
 import { createTasksApp } from "./app.ts";
 import { loadTasksEnv } from "./env.ts";
 import { TaskStore } from "./store.ts";
@@ -8,7 +8,7 @@ import { TaskStore } from "./store.ts";
 const env = orExit(loadTasksEnv);
 const log = createLogger("tasks", env.LOG_LEVEL);
 const store = new TaskStore(env.TASKS_DATA);
-const ownUrl = env.TASKS_URL ?? `http://${env.HOST === "0.0.0.0" ? "127.0.0.1" : env.HOST}:${env.PORT}`;
+const self = ownUrl(env.TASKS_URL, env.HOST, env.PORT);
 const app = createTasksApp({
   log,
   store,
@@ -24,7 +24,7 @@ const app = createTasksApp({
   // Images built here, packed for runners and verifiers on hosts that have not built them.
   artifacts: new ArtifactStore(
     join(env.TASKS_DATA, "artifacts"),
-    `${ownUrl}/v1/artifacts`,
+    `${self}/v1/artifacts`,
     orExit(() => artifactBucket(env, "tasks")),
   ),
   bodyLimitBytes: env.BODY_LIMIT_BYTES,

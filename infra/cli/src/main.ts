@@ -4,6 +4,7 @@ import { EnvError, ServiceError } from "@bridle/service-kit";
 import { down, endpoints, loadStackConfig, type StackConfig, StackError, status, up } from "@bridle/stack";
 import { checkMoves } from "@bridle/testkit";
 import { adaptersCommand, adaptersUsage } from "./commands/adapters.ts";
+import { composeCommand, composeUsage } from "./commands/compose.ts";
 import { ensureBundledTasks, experiment, experimentUsage } from "./commands/experiment.ts";
 import { guardCheck } from "./commands/guard-check.ts";
 import { harnessCheck } from "./commands/harness-check.ts";
@@ -31,6 +32,7 @@ Stack:
   dashboard          print the dashboard's address, the API token in its fragment (runs with live
                      curves, evaluation reports, adapters); open it in a browser
   demo               the main job: up, then the short experiment (train, then adapter vs base)
+${composeUsage}
 
 Training and evaluation:
 ${trainingUsage}
@@ -152,6 +154,8 @@ async function main(argv: string[]): Promise<number> {
       return positionals[1] === undefined || positionals[1] === "list"
         ? listRuns(config, say)
         : signalRun(config, positionals[1], positionals[2], say);
+    case "compose":
+      return composeCommand(config, positionals[1], say);
     case "tasks":
       return tasksCommand(config, positionals.slice(1), values, say);
     case "adapters":

@@ -13,22 +13,18 @@ import {
   LineageDecision,
   type LineageKey,
   LineageView,
-  type ModelCall,
   type RolloutRequest,
   type RolloutResult,
   RolloutState,
   SampleResult,
-  type ScoredTrajectory,
-  type ServedIdentity,
   type StepMetrics,
   type StepRef,
   TaskSummary,
   type TrainConfig,
   TrainStepView,
-  Trajectory,
 } from "@bridle/contracts";
-import { attemptHeader, callJson, ServiceError } from "@bridle/service-kit";
-import { ApplicationFailure, Context, heartbeat, log, sleep } from "@temporalio/activity";
+import { attemptHeader, callJson, readGrant, ServiceError } from "@bridle/service-kit";
+import { ApplicationFailure, Context, heartbeat, sleep } from "@temporalio/activity";
 import { z } from "zod";
 
 export interface ActivityDeps {
@@ -157,33 +153,6 @@ function nonRetryable(err: unknown): never {
     throw ApplicationFailure.nonRetryable(err.message, err.code);
   }
   throw err;
-}
-
-/** The calls of a trajectory's main branch that carry what training needs. */
-export function trainableCalls(trajectory: Trajectory): ModelCall[] {
-  const main = new Set(trajectory.mainBranch);
-  return trajectory.records
-    .filter((r) => main.has(r.seq) && r.promptTokenIds?.length && r.completionTokenIds?.length && r.logprobs)
-    .map((r) => ({
-      promptTokenIds: r.promptTokenIds!,
-      completionTokenIds: r.completionTokenIds!,
-      logprobs: r.logprobs!.map((l) => Math.min(0, l)),
-    }));
-}
-
-/**
- * The main branch's calls with token ids that serving's registry did not name as served by
- * `served` (a call the guard could not prove, or one another version answered), with what it said.
- */
-export function unprovenCalls(
-  trajectory: Trajectory,
-  served: { model: string; version: number | null },
-): (ServedIdentity | null)[] {
-  const main = new Set(trajectory.mainBranch);
-  return trajectory.records
-    .filter((r) => main.has(r.seq) && r.completionTokenIds?.length)
-    .filter((r) => r.servedBy?.model !== served.model || r.servedBy.version !== served.version)
-    .map((r) => r.servedBy);
 }
 
 /**
@@ -323,43 +292,28 @@ export function createActivities(deps: ActivityDeps) {
 
     /**
      * One GRPO step, exactly once: the trainer keys it by (run, step) and returns the committed
-     * result when it is submitted again; this activity fetches the trajectories itself, so they
-     * never pass through workflow history.
+     * result when it is submitted again. The batch goes by reference: each sample's URL at the
+     * guard that recorded it, with the session's read grant, so the trainer reads the trajectories
+     * itself and they pass neither through this worker nor through workflow history.
      */
     async trainStep(input: TrainStepInput): Promise<TrainStepSummary> {
       const context = Context.current();
-      const trajectories: ScoredTrajectory[] = [];
-      let refused = 0;
-      for (const entry of input.batch) {
-        const trajectory = await callJson(
+      const samples = input.batch.map((entry) => {
+        const url = new URL(
           entry.trajectory ??
             `${deps.guardUrl}/admin/sessions/${encodeURIComponent(entry.guardSession)}/trajectory`,
-          {
-            schema: Trajectory,
-            headers: { authorization: `Bearer ${deps.guardAdminToken}` },
-            timeoutMs: 60_000,
-          },
         );
-        const unproven = input.served ? unprovenCalls(trajectory, input.served) : [];
-        if (unproven.length > 0) {
-          refused++;
-          log.warn("a sample not proven served by the step's adapter version is not trained on", {
-            session: entry.guardSession,
-            expected: input.served,
-            servedBy: unproven,
-          });
-          continue;
-        }
-        const calls = trainableCalls(trajectory);
-        if (calls.length > 0) trajectories.push({ group: entry.group, reward: entry.reward, calls });
-      }
+        url.searchParams.set("grant", readGrant(deps.guardAdminToken, entry.guardSession));
+        return { group: entry.group, reward: entry.reward, url: url.toString() };
+      });
       // No rollout captured token ids (say, every model call failed while the model server was
       // down): the trainer records the step as a no-op, so the run goes on to its next step.
       const body = {
         run: input.run,
         step: input.step,
         config: input.config,
-        trajectories,
+        samples,
+        ...(input.served ? { served: input.served } : {}),
         ...(input.parent ? { parent: input.parent } : {}),
       };
       // The trainer lets a later attempt's step go on when an earlier (timed-out) attempt cancels.
@@ -396,7 +350,7 @@ export function createActivities(deps: ActivityDeps) {
         clipFraction: r.clipFraction,
         logprobDiff: r.logprobDiff,
         tokens: r.tokens,
-        refused,
+        refused: r.refused,
       };
     },
 

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { Seed } from "./training.ts";
+import { type ModelCall, Seed, type ServedVersion } from "./training.ts";
 
 /**
  * The guard's rules. Each has a stable id that notices, capture records and `bridle guard check`
@@ -289,3 +289,27 @@ export const Trajectory = z.object({
   records: z.array(CaptureRecord),
 });
 export type Trajectory = z.infer<typeof Trajectory>;
+
+/** The calls of a trajectory's main branch that carry what training needs. */
+export function trainableCalls(trajectory: Trajectory): ModelCall[] {
+  const main = new Set(trajectory.mainBranch);
+  return trajectory.records
+    .filter((r) => main.has(r.seq) && r.promptTokenIds?.length && r.completionTokenIds?.length && r.logprobs)
+    .map((r) => ({
+      promptTokenIds: r.promptTokenIds!,
+      completionTokenIds: r.completionTokenIds!,
+      logprobs: r.logprobs!.map((l) => Math.min(0, l)),
+    }));
+}
+
+/**
+ * The main branch's calls with token ids that serving's registry did not name as served by
+ * `served` (a call the guard could not prove, or one another version answered), with what it said.
+ */
+export function unprovenCalls(trajectory: Trajectory, served: ServedVersion): (ServedIdentity | null)[] {
+  const main = new Set(trajectory.mainBranch);
+  return trajectory.records
+    .filter((r) => main.has(r.seq) && r.completionTokenIds?.length)
+    .filter((r) => r.servedBy?.model !== served.model || r.servedBy.version !== served.version)
+    .map((r) => r.servedBy);
+}

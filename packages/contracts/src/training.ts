@@ -40,6 +40,29 @@ export const ScoredTrajectory = z.object({
 });
 export type ScoredTrajectory = z.infer<typeof ScoredTrajectory>;
 
+/**
+ * One scored rollout by reference: where its trajectory is read (the guard that recorded it, with
+ * the session's read grant in the URL, so the reader needs no token), its group and its reward.
+ */
+export const TrajectoryRef = z
+  .object({
+    group: z.string().min(1),
+    reward: z.number(),
+    url: z
+      .string()
+      .url()
+      .refine((u) => /^https?:/.test(u), "an http(s) URL")
+      .describe("GET answers the Trajectory (the guard's /admin/sessions/{id}/trajectory?grant=...)"),
+  })
+  .strict();
+export type TrajectoryRef = z.infer<typeof TrajectoryRef>;
+
+/** The adapter version a step's samples must have been served by: null version for the base model. */
+export const ServedVersion = z
+  .object({ model: z.string().min(1), version: z.number().int().nullable() })
+  .strict();
+export type ServedVersion = z.infer<typeof ServedVersion>;
+
 /** LoRA shape (fixed within a run) and GRPO settings. */
 export const TrainConfig = z
   .object({
@@ -102,11 +125,25 @@ export const TrainStepRequest = z
     ),
     trajectories: z
       .array(ScoredTrajectory)
+      .optional()
       .describe(
-        "The step's scored rollouts; empty when none was usable (every one an environment failure): the step is then a recorded no-op, so the run's next step follows it",
+        "The step's scored rollouts, given whole; with `samples` empty too, none was usable (every one an environment failure): the step is then a recorded no-op, so the run's next step follows it",
       ),
+    samples: z
+      .array(TrajectoryRef)
+      .optional()
+      .describe(
+        "The step's scored rollouts by reference: the trainer reads each trajectory from its guard itself (a reader that cannot reach one fails the step as retryable), keeps the main branch's calls with token ids, and trains beside `trajectories`",
+      ),
+    served: ServedVersion.optional().describe(
+      "With `samples`: the version every sample's calls must have been served by; a sample with a call not proven served by it is not trained on (counted in `refused`)",
+    ),
   })
-  .strict();
+  .strict()
+  .refine((r) => r.trajectories !== undefined || r.samples !== undefined, {
+    path: ["trajectories"],
+    message: "the batch is missing: give trajectories (whole) or samples (by reference), [] for none",
+  });
 export type TrainStepRequest = z.infer<typeof TrainStepRequest>;
 
 /** The committed record of a step. Resubmitting the step returns it again (`replayed: true`). */
@@ -149,13 +186,18 @@ export const TrainStepResult = z.object({
     .default(null)
     .describe("The base model the adapter was trained on (its folder's name); null in older records"),
   parent: StepRef.nullable().default(null).describe("The step the run started from; null when fresh"),
+  refused: z
+    .number()
+    .int()
+    .default(0)
+    .describe("Samples not trained on: a call in them was not proven served by the request's `served`"),
   completedAt: z.string(),
   replayed: z.boolean(),
 });
 export type TrainStepResult = z.infer<typeof TrainStepResult>;
 
 export const StepProgress = z.object({
-  phase: z.enum(["queued", "train", "save"]),
+  phase: z.enum(["queued", "fetch", "train", "save"]),
   done: z.number().int(),
   total: z.number().int(),
 });

@@ -1,4 +1,4 @@
-import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
+import { createHash, createHmac, randomUUID, timingSafeEqual } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
 import { httpError } from "./errors.ts";
 
@@ -18,6 +18,21 @@ export function requireBearer(token: string, message: string): MiddlewareHandler
     if (!bearerMatches(c.req.header("authorization"), token)) throw httpError(401, "unauthorized", message);
     await next();
   };
+}
+
+/**
+ * A read grant: the right to read one resource (`what`, e.g. a guard session's trajectory), derived
+ * from a service's secret so the service needs no record of the grants it gave. Whoever holds the
+ * secret (the guard, its runners and workers) can make one; a grant reveals nothing of the secret
+ * and opens nothing else, so a URL carrying it can be handed to a reader that holds no token.
+ */
+export function readGrant(secret: string, what: string): string {
+  return createHmac("sha256", secret).update(`bridle-read-grant\0${what}`).digest("hex");
+}
+
+/** Whether `grant` is the read grant of `what` under `secret`, compared in constant time. */
+export function grantMatches(secret: string, what: string, grant: string | undefined): boolean {
+  return timingSafeEqual(digest(grant ?? ""), digest(readGrant(secret, what)));
 }
 
 const REQUEST_ID = /^[\w\-.:]{1,255}$/;

@@ -2,7 +2,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { createLogger } from "@bridle/service-kit";
+import { createLogger, readGrant } from "@bridle/service-kit";
 import { runTsx } from "@bridle/service-kit/testing";
 import { describe, expect, it } from "vitest";
 import { createGuardApp } from "./app.ts";
@@ -80,6 +80,33 @@ describe("guard admin API", () => {
         "/v1/models",
       ]),
     );
+  });
+
+  it("opens one session's trajectory, and nothing else, to a holder of that session's read grant", async () => {
+    const token = "admin-token-0123456789";
+    const { app } = makeApp(token);
+    const register = async () => {
+      const res = await app.request(
+        "/admin/sessions",
+        json({ instruction: "x", adapter: "a" }, { authorization: `Bearer ${token}` }),
+      );
+      return ((await res.json()) as { id: string }).id;
+    };
+    const [mine, other] = [await register(), await register()];
+    const read = (id: string, grant: string) =>
+      app.request(`/admin/sessions/${id}/trajectory?grant=${encodeURIComponent(grant)}`);
+    const ok = await read(mine, readGrant(token, mine));
+    expect(ok.status).toBe(200);
+    expect(((await ok.json()) as { sessionId: string }).sessionId).toBe(mine);
+    // Another session's grant, a grant made with another secret, none, or a grant on another route.
+    expect((await read(other, readGrant(token, mine))).status).toBe(401);
+    expect((await read(mine, readGrant("another-secret-0123456789", mine))).status).toBe(401);
+    expect((await read(mine, "")).status).toBe(401);
+    expect((await app.request(`/admin/sessions/${mine}?grant=${readGrant(token, mine)}`)).status).toBe(401);
+    const end = await app.request(`/admin/sessions/${mine}/end?grant=${readGrant(token, mine)}`, {
+      method: "POST",
+    });
+    expect(end.status).toBe(401);
   });
 });
 

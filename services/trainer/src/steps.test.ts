@@ -1,6 +1,8 @@
 import { createHash } from "node:crypto";
 import { rmSync } from "node:fs";
-import type { TrainStepView } from "@bridle/contracts";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { ModelCall, TrainStepView } from "@bridle/contracts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_WORKER_DEATHS } from "./steps.ts";
 import { pairBatch, pollStep, postStep, startTrainer } from "./test-support.ts";
@@ -36,7 +38,7 @@ describe("bad batches get clear 4xx errors", () => {
     expect(issuesOf(body)).toContain("body.trajectories.1.calls.0.logprobs");
   });
 
-  it("refuses a batch without trajectories", async () => {
+  it("refuses a batch without trajectories or samples", async () => {
     const { trajectories: _, ...missing } = pairBatch("bad", 1);
     const { status, body } = await postStep(t.app, missing);
     expect(status).toBe(400);
@@ -175,4 +177,103 @@ describe("exactly once per (run, step)", () => {
     expect(refused.status).toBe(422);
     expect(refused.body).toMatchObject({ error: { code: "step_kills_worker" } });
   }, 240_000);
+});
+
+describe("a batch by reference", () => {
+  /** A guard's answer for one session: each call served by `version` of model "m". */
+  const trajectoryOf = (sessionId: string, call: ModelCall, version: number | null) => ({
+    sessionId,
+    calls: 1,
+    mainBranch: [0],
+    abandoned: [],
+    stitchedBy: "token-ids",
+    stitches: { "token-ids": 0, messages: 0, "new-branch": 1 },
+    toolCalls: 0,
+    blocked: 0,
+    rewardZero: false,
+    records: [
+      {
+        seq: 0,
+        sessionId,
+        api: "openai",
+        stream: false,
+        startedAt: new Date().toISOString(),
+        durationMs: 1,
+        adapter: "m",
+        servedModel: "m",
+        servedBy: { model: "m", adapter: version === null ? null : "a", version, hash: null },
+        request: {},
+        response: { content: "", finishReason: "stop" },
+        toolCalls: [],
+        notices: [],
+        usage: null,
+        promptTokenIds: call.promptTokenIds,
+        completionTokenIds: call.completionTokenIds,
+        logprobs: call.logprobs,
+        error: null,
+      },
+    ],
+  });
+
+  it("reads each trajectory from its URL once, trains on the proven ones and counts the rest as refused", async () => {
+    // A stand-in for the guards that recorded the rollouts: it answers each session's trajectory
+    // and counts the reads (the guard's own read grant is checked in the guard's tests).
+    const [good, bad] = pairBatch("refs", 1).trajectories.map((t) => t.calls[0]!);
+    const sessions: Record<string, unknown> = {
+      s1: trajectoryOf("s1", good!, 1),
+      s2: trajectoryOf("s2", bad!, 1),
+      s3: trajectoryOf("s3", good!, 2), // served by another version: not trained on
+    };
+    const reads: string[] = [];
+    const guard = createServer((req, res) => {
+      reads.push(req.url ?? "");
+      const id = /^\/admin\/sessions\/(\w+)\/trajectory\?grant=/.exec(req.url ?? "")?.[1];
+      const body = id ? sessions[id] : undefined;
+      res.writeHead(body ? 200 : 404, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify(body ?? { error: { code: "not_found", message: "no session", retryable: false } }),
+      );
+    });
+    await new Promise<void>((r) => guard.listen(0, "127.0.0.1", r));
+    const port = (guard.address() as AddressInfo).port;
+    const ref = (id: string, reward: number) => ({
+      group: "g",
+      reward,
+      url: `http://127.0.0.1:${port}/admin/sessions/${id}/trajectory?grant=secret-${id}`,
+    });
+    try {
+      const { trajectories: _, ...rest } = pairBatch("refs", 1);
+      const body = {
+        ...rest,
+        samples: [ref("s1", 1), ref("s2", 0), ref("s3", 1)],
+        served: { model: "m", version: 1 },
+      };
+      expect((await postStep(t.app, body)).status).toBe(202);
+      const done = (await pollStep(t.app, "refs", 1)) as Done;
+      expect(done.result).toMatchObject({ applied: true, refused: 1, calls: 2 });
+      expect(reads).toHaveLength(3);
+      // Submitted again (an activity's retry): the committed step, nothing read twice.
+      const again = await postStep(t.app, body);
+      expect(again.body).toMatchObject({ state: "done", result: { refused: 1, replayed: true } });
+      expect(reads).toHaveLength(3);
+
+      // A guard that cannot be reached fails the step as retryable, without the grant in the message.
+      guard.close();
+      const lost = {
+        ...rest,
+        step: 2,
+        samples: [ref("s1", 1), ref("s2", 0)],
+        served: { model: "m", version: 1 },
+      };
+      expect((await postStep(t.app, lost)).status).toBe(202);
+      const failed = await pollStep(t.app, "refs", 2);
+      expect(failed).toMatchObject({ state: "failed", error: { code: "unreachable", retryable: true } });
+      if (failed.state === "failed") {
+        expect(failed.error.message).toContain(`127.0.0.1:${port}/admin/sessions/s1/trajectory`);
+        expect(failed.error.message).not.toContain("grant");
+      }
+    } finally {
+      guard.close();
+    }
+  });
 });

@@ -2,12 +2,19 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import {
+  type Issue,
+  type ScoredTrajectory,
+  type ServedVersion,
   type StepProgress,
   type TrainStepRequest,
   TrainStepResult,
   type TrainStepView,
+  Trajectory,
+  type TrajectoryRef,
+  trainableCalls,
+  unprovenCalls,
 } from "@bridle/contracts";
-import { httpError, type Logger, ServiceError } from "@bridle/service-kit";
+import { callJson, httpError, type Logger, ServiceError } from "@bridle/service-kit";
 import type { TrainerWorker } from "./worker.ts";
 
 /** JSON with sorted keys, so equal batches hash equally whatever order their keys came in. */
@@ -26,12 +33,97 @@ export function batchHash(request: TrainStepRequest): string {
     .update(
       canonical({
         config: request.config,
-        trajectories: request.trajectories,
-        // Absent in a fresh run's steps, whose hashes stay what they were.
+        trajectories: request.trajectories ?? [],
+        // Absent in a fresh run's steps and in batches given whole, whose hashes stay what they were.
         ...(request.parent ? { parent: request.parent } : {}),
+        ...(request.samples ? { samples: request.samples } : {}),
+        ...(request.served ? { served: request.served } : {}),
       }),
     )
     .digest("hex");
+}
+
+/** Token ids must fit the worker's vocabulary and sequences its context: named per path. */
+export function checkAgainstModel(
+  trajectories: ScoredTrajectory[],
+  worker: TrainerWorker,
+  at = "body.trajectories",
+): void {
+  const { vocabSize, maxTokens } = worker.info;
+  if (vocabSize === null || maxTokens === null) {
+    throw httpError(503, "trainer_starting", "the trainer worker is still loading the model", {
+      retryable: true,
+    });
+  }
+  const issues: Issue[] = [];
+  trajectories.forEach((t, i) => {
+    t.calls.forEach((call, j) => {
+      const path = `${at}.${i}.calls.${j}`;
+      for (const key of ["promptTokenIds", "completionTokenIds"] as const) {
+        const bad = call[key].findIndex((id) => id >= vocabSize);
+        if (bad >= 0)
+          issues.push({
+            path: `${path}.${key}.${bad}`,
+            message: `token id ${call[key][bad]} is outside the vocabulary (size ${vocabSize})`,
+          });
+      }
+      const length = call.promptTokenIds.length + call.completionTokenIds.length;
+      if (length > maxTokens)
+        issues.push({ path, message: `${length} tokens exceed the model's context of ${maxTokens}` });
+    });
+  });
+  if (issues.length > 0) {
+    throw httpError(400, "invalid_batch", "The batch does not fit the model", {
+      issues: issues.slice(0, 20),
+    });
+  }
+}
+
+/**
+ * Reads a step's samples from the guards that recorded them (each URL carries its session's read
+ * grant) and keeps what training needs: the main branch's calls with token ids, from samples whose
+ * every call serving proved served by `served`. A guard that cannot be reached fails the step as
+ * retryable, so the caller's retry reads it again.
+ */
+export async function readSamples(
+  samples: TrajectoryRef[],
+  served: ServedVersion | undefined,
+  log: Logger,
+  signal: AbortSignal,
+): Promise<{ trajectories: ScoredTrajectory[]; refused: number }> {
+  const trajectories: ScoredTrajectory[] = [];
+  let refused = 0;
+  for (const sample of samples) {
+    signal.throwIfAborted();
+    const trajectory = await callJson(sample.url, { schema: Trajectory, timeoutMs: 60_000, signal }).catch(
+      (err: unknown) => {
+        if (signal.aborted) throw signal.reason;
+        // The URL's grant opens the trajectory: errors name the URL without it.
+        if (err instanceof ServiceError) {
+          const shown = sample.url.split("?")[0]!;
+          throw new ServiceError(
+            `reading a sample: ${err.message.replaceAll(sample.url, shown)}`,
+            err.status,
+            err.code,
+            err.retryable,
+          );
+        }
+        throw err;
+      },
+    );
+    const unproven = served ? unprovenCalls(trajectory, served) : [];
+    if (unproven.length > 0) {
+      refused++;
+      log.warn(
+        { session: trajectory.sessionId, expected: served, servedBy: unproven },
+        "a sample not proven served by the step's adapter version is not trained on",
+      );
+      continue;
+    }
+    const calls = trainableCalls(trajectory);
+    if (calls.length > 0) trajectories.push({ group: sample.group, reward: sample.reward, calls });
+  }
+  return { trajectories, refused };
 }
 
 interface Job {
@@ -41,6 +133,8 @@ interface Job {
   progress: StepProgress;
   /** The latest attempt of the caller's activity that submitted it. */
   attempt: number;
+  /** Stops the reading of its samples (the worker is cancelled on its own). */
+  reading: AbortController;
 }
 
 type Failure = Extract<TrainStepView, { state: "failed" }>["error"];
@@ -101,6 +195,12 @@ export class TrainingSteps {
     if (this.job?.run !== run || this.job.step !== step) return "not_running";
     if (attempt < this.job.attempt) return "superseded";
     this.log.info({ run, step }, "step cancelled");
+    if (this.job.progress.phase === "fetch") {
+      this.job.reading.abort(
+        new ServiceError(`step ${step} of run ${run} was cancelled`, 409, "step_cancelled", false),
+      );
+      return "cancelled";
+    }
     return this.worker.cancel() ? "cancelled" : "not_running";
   }
 
@@ -150,16 +250,23 @@ export class TrainingSteps {
       run,
       step,
       batchHash: hash,
-      progress: { phase: "queued", done: 0, total: 0 },
+      progress: { phase: request.samples?.length ? "fetch" : "queued", done: 0, total: 0 },
       attempt,
+      reading: new AbortController(),
     };
     this.job = job;
     this.failures.delete(`${run}/${step}`);
     const log = this.log.child({ run, step });
-    log.info({ trajectories: request.trajectories.length }, "step started");
-    this.worker
-      .run({ ...request, batchHash: hash }, (progress) => {
-        job.progress = progress;
+    log.info(
+      { trajectories: request.trajectories?.length ?? 0, samples: request.samples?.length ?? 0 },
+      "step started",
+    );
+    this.prepare(request, job, log)
+      .then(({ trajectories, refused }) => {
+        const { samples: _samples, served: _served, ...rest } = request;
+        return this.worker.run({ ...rest, trajectories, refused, batchHash: hash }, (progress) => {
+          job.progress = progress;
+        });
       })
       .then(
         (result) => {
@@ -191,13 +298,29 @@ export class TrainingSteps {
       });
     return { state: "running", run, step, progress: job.progress };
   }
+
+  /** The step's whole batch: what it was given, and what its samples hold once read and checked. */
+  private async prepare(
+    request: TrainStepRequest,
+    job: Job,
+    log: Logger,
+  ): Promise<{ trajectories: ScoredTrajectory[]; refused: number }> {
+    const given = request.trajectories ?? [];
+    if (!request.samples?.length) return { trajectories: given, refused: 0 };
+    const read = await readSamples(request.samples, request.served, log, job.reading.signal);
+    checkAgainstModel(read.trajectories, this.worker, "samples");
+    job.progress = { phase: "queued", done: 0, total: 0 };
+    return { trajectories: [...given, ...read.trajectories], refused: read.refused };
+  }
 }
 
 function conflict(run: string, step: number, what: string) {
   return httpError(409, "step_conflict", `step ${step} of run ${run} ${what} with a different batch`);
 }
 
-function toFailure(err: unknown): Failure {
+function toFailure(thrown: unknown): Failure {
+  // An HTTP error (a batch that does not fit the model) carries its ServiceError as its cause.
+  const err = thrown instanceof Error && thrown.cause instanceof ServiceError ? thrown.cause : thrown;
   if (err instanceof ServiceError) {
     return { status: err.status, code: err.code, message: err.message, retryable: err.retryable };
   }

@@ -76,7 +76,14 @@ export function adminRoutes(store: GuardStore) {
         method: "get",
         path: "/sessions/{id}/trajectory",
         summary: "The session's calls stitched into a trajectory; also written to the data folder",
-        request: { params: IdParam },
+        description:
+          "Read with the admin token, or without it by a holder of the session's read grant (`grant`): an HMAC of the session id under the admin token, which opens this trajectory and nothing else",
+        request: {
+          params: IdParam,
+          query: z.object({
+            grant: z.string().optional().describe("The session's read grant, in place of the admin token"),
+          }),
+        },
         responses: {
           200: { description: "Trajectory", content: { "application/json": { schema: Trajectory } } },
           404: errors[404],

@@ -74,6 +74,8 @@ class StepRequest:
     batch_hash: str = field(default="")
     # Step 1 only: the committed step whose adapter the run starts from (lineage).
     parent: StepRef | None = None
+    # Samples the service did not pass on (not proven served by the step's version): recorded only.
+    refused: int = 0
 
 
 def _int(value: Any, path: str, low: int, high: int) -> int:
@@ -160,7 +162,8 @@ def parse_step(raw: Any, vocab_size: int, max_tokens: int) -> StepRequest:
     # The service may send its own hash of the request so it can check replays without the worker.
     given = raw.get("batchHash")
     hashed = given if isinstance(given, str) else batch_hash(raw)
-    return StepRequest(run, step, config, trajectories, hashed, parent)
+    refused = _int(raw.get("refused", 0), "refused", 0, 10_000_000)
+    return StepRequest(run, step, config, trajectories, hashed, parent, refused)
 
 
 def _parent(raw: Any, step: int) -> StepRef | None:

@@ -367,5 +367,6 @@ class Trainer:
                 if req.parent
                 else None
             ),
+            "refused": req.refused,
             "completedAt": datetime.now(UTC).isoformat(),
         }

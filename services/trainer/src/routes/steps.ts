@@ -1,10 +1,10 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { ErrorBody, type Issue, RunId, TrainStepRequest, TrainStepView } from "@bridle/contracts";
+import { ErrorBody, RunId, TrainStepRequest, TrainStepView } from "@bridle/contracts";
 import { ATTEMPT_HEADER, attemptOf, createRouter, httpError } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
-import type { TrainingSteps } from "../steps.ts";
+import { checkAgainstModel, type TrainingSteps } from "../steps.ts";
 import type { TrainerWorker } from "../worker.ts";
 
 const json = (schema: z.ZodType, description: string) => ({
@@ -12,38 +12,6 @@ const json = (schema: z.ZodType, description: string) => ({
   content: { "application/json": { schema } },
 });
 const error = (description: string) => json(ErrorBody, description);
-
-/** Token ids must fit the worker's vocabulary and sequences its context: named per path. */
-function checkAgainstModel(request: TrainStepRequest, worker: TrainerWorker): void {
-  const { vocabSize, maxTokens } = worker.info;
-  if (vocabSize === null || maxTokens === null) {
-    throw httpError(503, "trainer_starting", "the trainer worker is still loading the model", {
-      retryable: true,
-    });
-  }
-  const issues: Issue[] = [];
-  request.trajectories.forEach((t, i) => {
-    t.calls.forEach((call, j) => {
-      const at = `body.trajectories.${i}.calls.${j}`;
-      for (const key of ["promptTokenIds", "completionTokenIds"] as const) {
-        const bad = call[key].findIndex((id) => id >= vocabSize);
-        if (bad >= 0)
-          issues.push({
-            path: `${at}.${key}.${bad}`,
-            message: `token id ${call[key][bad]} is outside the vocabulary (size ${vocabSize})`,
-          });
-      }
-      const length = call.promptTokenIds.length + call.completionTokenIds.length;
-      if (length > maxTokens)
-        issues.push({ path: at, message: `${length} tokens exceed the model's context of ${maxTokens}` });
-    });
-  });
-  if (issues.length > 0) {
-    throw httpError(400, "invalid_batch", "The batch does not fit the model", {
-      issues: issues.slice(0, 20),
-    });
-  }
-}
 
 /** Rejects bodies that are not JSON before validation, naming NaN/Infinity, which JSON cannot carry. */
 const requireJson: MiddlewareHandler = async (c, next) => {
@@ -88,7 +56,7 @@ export function stepRoutes(steps: TrainingSteps, worker: TrainerWorker) {
       }),
       (c) => {
         const request = c.req.valid("json");
-        checkAgainstModel(request, worker);
+        checkAgainstModel(request.trajectories ?? [], worker);
         const view = steps.submit(request, attemptOf(c.req.header(ATTEMPT_HEADER), 0));
         return c.json(view, view.state === "done" ? 200 : 202);
       },

@@ -1,7 +1,6 @@
-import { Trajectory } from "@bridle/contracts";
+import { Trajectory, trainableCalls, unprovenCalls } from "@bridle/contracts";
 import { recordedTrajectory } from "@bridle/testkit";
 import { describe, expect, it } from "vitest";
-import { trainableCalls, unprovenCalls } from "./activities.ts";
 
 describe("the trainer's batch from a trajectory", () => {
   // Recorded on a real rollout: Hermes on Qwen2.5-Coder-0.5B, whose first call timed out before its

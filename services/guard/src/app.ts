@@ -34,7 +34,11 @@ export function createGuardApp(deps: GuardDeps) {
       // A trajectory can also be read with its session's read grant (`?grant=`), derived from the
       // admin token: the URL a worker hands the trainer opens that one trajectory and nothing else.
       const session = /^\/admin\/sessions\/([^/]+)\/trajectory$/.exec(c.req.path)?.[1];
-      if (c.req.method === "GET" && session && grantMatches(adminToken, decodeURIComponent(session), c.req.query("grant")))
+      if (
+        c.req.method === "GET" &&
+        session &&
+        grantMatches(adminToken, decodeURIComponent(session), c.req.query("grant"))
+      )
         return next();
       throw httpError(401, "unauthorized", "The admin API needs the guard's admin token");
     });

@@ -7,7 +7,7 @@
 #   infra/compose/trial.sh [--keep]     --keep leaves the layout up (take it down: trial.sh --down)
 # Its host ports are BRIDLE_PORT_BASE (18700: gateway, +1 serving, +2 tasks), BRIDLE_TEMPORAL_PORT
 # (17233) and BRIDLE_TEMPORAL_UI_PORT (18233), away from the embedded stack's. It takes the whole
-# machine for about 15 minutes on 2 cores; nothing else should run beside it.
+# machine for about 20 minutes on 2 cores; nothing else should run beside it.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

@@ -10,7 +10,7 @@ import { composeEnv } from "./compose.ts";
 /**
  * The compose layout is written out by hand (it is the deployment guide's worked example), so it
  * can drift from the code it starts. These checks catch that cheaply; `infra/compose/trial.sh`
- * runs the layout for real (a short training run, about 15 minutes of the whole machine).
+ * runs the layout for real (a short training run, about 20 minutes of the whole machine).
  */
 interface Service {
   command?: string[];

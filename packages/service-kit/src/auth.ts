@@ -1,5 +1,5 @@
 import { createHash, createHmac, randomUUID, timingSafeEqual } from "node:crypto";
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { httpError } from "./errors.ts";
 
 const digest = (s: string) => createHash("sha256").update(s).digest();
@@ -12,10 +12,23 @@ export function bearerMatches(header: string | undefined, token: string): boolea
   return timingSafeEqual(digest(header ?? ""), digest(`Bearer ${token}`));
 }
 
-/** Middleware that answers 401 with `message` unless the request carries the bearer token. */
-export function requireBearer(token: string, message: string): MiddlewareHandler {
+/**
+ * Middleware that answers 401 with `message` unless the request carries the bearer token, or
+ * `grantFor` names the one resource this request reads (a GET of it) and its `?grant=` is that
+ * resource's read grant under the token (see `readGrant`).
+ */
+export function requireBearer(
+  token: string,
+  message: string,
+  grantFor?: (c: Context) => string | undefined,
+): MiddlewareHandler {
   return async (c, next) => {
-    if (!bearerMatches(c.req.header("authorization"), token)) throw httpError(401, "unauthorized", message);
+    const granted = () => {
+      const what = c.req.method === "GET" ? grantFor?.(c) : undefined;
+      return what !== undefined && grantMatches(token, what, c.req.query("grant"));
+    };
+    if (!bearerMatches(c.req.header("authorization"), token) && !granted())
+      throw httpError(401, "unauthorized", message);
     await next();
   };
 }

@@ -292,6 +292,10 @@ export function stackComponents(config: StackConfig): Component[] {
   );
 }
 
+/** vLLM's `--dtype` for a stack precision. */
+export const vllmDtype = (precision: StackConfig["precision"]) =>
+  precision === "bf16" ? "bfloat16" : "float32";
+
 /** vLLM's CPU build serving the embedded model, with runtime LoRA loading and token ids/logprobs. */
 function vllmComponent(config: StackConfig): Component {
   const lib = join(config.venv, "lib");
@@ -311,7 +315,7 @@ function vllmComponent(config: StackConfig): Component {
       "--port",
       String(config.ports.vllm),
       "--dtype",
-      config.precision === "bf16" ? "bfloat16" : "float32",
+      vllmDtype(config.precision),
       "--enforce-eager",
       "--max-model-len",
       String(config.model.contextWindow),

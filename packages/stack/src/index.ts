@@ -20,7 +20,7 @@ import {
 } from "./processes.ts";
 import { type ComponentState, ensureDirs, paths, readState, type StackState, tailFile } from "./state.ts";
 
-export { imagesHome, stackComponents } from "./components.ts";
+export { imagesHome, stackComponents, vllmDtype } from "./components.ts";
 export { loadStackConfig, type StackConfig } from "./config.ts";
 export { stackProcesses } from "./processes.ts";
 export { type Running, startComponent } from "./start-one.ts";

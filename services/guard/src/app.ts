@@ -1,4 +1,5 @@
-import { bearerMatches, createApp, grantMatches, httpError, type Logger } from "@bridle/service-kit";
+import { createApp, type Logger, requireBearer } from "@bridle/service-kit";
+import type { Context } from "hono";
 import type { GuardStore } from "./capture.ts";
 import type { ModelRouter } from "./proxy/router.ts";
 import type { ServedModels } from "./proxy/served.ts";
@@ -27,21 +28,17 @@ export function createGuardApp(deps: GuardDeps) {
     log: deps.log,
     bodyLimitBytes: deps.bodyLimitBytes,
   });
-  const { adminToken } = deps;
-  if (adminToken) {
-    app.use("/admin/*", async (c, next) => {
-      if (bearerMatches(c.req.header("authorization"), adminToken)) return next();
-      // A trajectory can also be read with its session's read grant (`?grant=`), derived from the
-      // admin token: the URL a worker hands the trainer opens that one trajectory and nothing else.
-      const session = /^\/admin\/sessions\/([^/]+)\/trajectory$/.exec(c.req.path)?.[1];
-      if (
-        c.req.method === "GET" &&
-        session &&
-        grantMatches(adminToken, decodeURIComponent(session), c.req.query("grant"))
-      )
-        return next();
-      throw httpError(401, "unauthorized", "The admin API needs the guard's admin token");
-    });
+  if (deps.adminToken) {
+    // A trajectory can also be read with its session's read grant (`?grant=`), derived from the
+    // admin token: the URL a worker hands the trainer opens that one trajectory and nothing else.
+    const trajectoryOf = (c: Context) => {
+      const id = /^\/admin\/sessions\/([^/]+)\/trajectory$/.exec(c.req.path)?.[1];
+      return id === undefined ? undefined : decodeURIComponent(id);
+    };
+    app.use(
+      "/admin/*",
+      requireBearer(deps.adminToken, "The admin API needs the guard's admin token", trajectoryOf),
+    );
   }
   app.route("/admin", adminRoutes(deps.store));
   documentProxyRoutes(app);

@@ -85,7 +85,7 @@ export function checkAgainstModel(
  * every call serving proved served by `served`. A guard that cannot be reached fails the step as
  * retryable, so the caller's retry reads it again.
  */
-export async function readSamples(
+async function readSamples(
   samples: TrajectoryRef[],
   served: ServedVersion | undefined,
   log: Logger,

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { dirname, join } from "node:path";
 import { repoRoot } from "@bridle/service-kit";
-import type { StackConfig } from "@bridle/stack";
+import { type StackConfig, vllmDtype } from "@bridle/stack";
 
 export const composeUsage = `  compose env        the variables infra/compose/compose.yaml takes, from these settings, as
                      export lines (infra/compose/trial.sh runs the layout with them)`;
@@ -32,7 +32,10 @@ export function composeEnv(config: StackConfig): Record<string, string> {
     BRIDLE_MODEL_NAME: config.modelName,
     BRIDLE_CONTEXT_WINDOW: String(config.model.contextWindow),
     BRIDLE_PRECISION: config.precision,
-    BRIDLE_VLLM_DTYPE: config.precision === "bf16" ? "bfloat16" : "float32",
+    BRIDLE_VLLM_DTYPE: vllmDtype(config.precision),
+    BRIDLE_VLLM_KV_GIB: String(config.kvCacheGib),
+    BRIDLE_VLLM_MAX_LORAS: String(config.maxLoras),
+    BRIDLE_VLLM_MAX_LORA_RANK: String(config.maxLoraRank),
     BRIDLE_MAX_TOKENS: String(config.maxTokens),
     BRIDLE_CPUS: `0-${cpus - 1}`,
     BRIDLE_CPU_COUNT: String(cpus),

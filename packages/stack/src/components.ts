@@ -345,8 +345,9 @@ function vllmComponent(config: StackConfig): Component {
       LD_PRELOAD: [join(debianLib, "libtcmalloc_minimal.so.4"), join(lib, "libiomp5.so")].join(":"),
       VLLM_ALLOW_RUNTIME_LORA_UPDATING: "True",
       VLLM_CPU_KVCACHE_SPACE: String(config.kvCacheGib),
-      VLLM_CPU_OMP_THREADS_BIND: "0-1",
-      OMP_NUM_THREADS: "2",
+      // One thread per CPU, each bound to its own (vLLM's CPU step waits for the slowest thread).
+      VLLM_CPU_OMP_THREADS_BIND: config.vllmCpus.join(","),
+      OMP_NUM_THREADS: String(config.vllmCpus.length),
       KMP_INIT_AT_FORK: "FALSE",
       VLLM_WORKER_MULTIPROC_METHOD: "spawn",
       TORCHDYNAMO_DISABLE: "1",

@@ -1,9 +1,9 @@
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { stackComponents } from "./components.ts";
-import { autoPrecision, loadStackConfig, localApiToken } from "./config.ts";
+import { allowedCpus, autoPrecision, loadStackConfig, localApiToken, parseCpuList } from "./config.ts";
 
 describe("stack settings", () => {
   it("derives every service port from the base", () => {
@@ -38,6 +38,32 @@ describe("stack settings", () => {
     expect(() => loadStackConfig({ BRIDLE_TEMPORAL_PORT: "70000" })).toThrow(/BRIDLE_TEMPORAL_PORT/);
     expect(() => loadStackConfig({ BRIDLE_VLLM_MAX_LORA_RANK: "12" })).toThrow(
       /BRIDLE_VLLM_MAX_LORA_RANK: must be one of/,
+    );
+  });
+
+  it("binds vLLM's threads to every CPU the stack may use, or to the ones BRIDLE_VLLM_CPUS names", () => {
+    // Linux's own list format, as /proc/self/status gives the process's affinity.
+    expect(allowedCpus("Name:\tnode\nCpus_allowed_list:\t0-3,8,10-11\n")).toEqual([0, 1, 2, 3, 8, 10, 11]);
+    expect(allowedCpus("")).toHaveLength(availableParallelism());
+    expect(parseCpuList("3,0-1,1")).toEqual([0, 1, 3]);
+    for (const bad of ["", "0-", "a", "3-1", "0,,1", "0-1;2"]) expect(parseCpuList(bad), bad).toBeUndefined();
+
+    const mine = allowedCpus();
+    const vllm = (config: ReturnType<typeof loadStackConfig>) =>
+      stackComponents(config).find((c) => c.name === "vllm")!.env;
+    expect(vllm(loadStackConfig({}))).toMatchObject({
+      VLLM_CPU_OMP_THREADS_BIND: mine.join(","),
+      OMP_NUM_THREADS: String(mine.length),
+    });
+    expect(vllm(loadStackConfig({ BRIDLE_VLLM_CPUS: String(mine[0]) }))).toMatchObject({
+      VLLM_CPU_OMP_THREADS_BIND: String(mine[0]),
+      OMP_NUM_THREADS: "1",
+    });
+    expect(() => loadStackConfig({ BRIDLE_VLLM_CPUS: "0-x" })).toThrow(
+      /BRIDLE_VLLM_CPUS: must be a CPU list/,
+    );
+    expect(() => loadStackConfig({ BRIDLE_VLLM_CPUS: "9000" })).toThrow(
+      /BRIDLE_VLLM_CPUS names CPUs this process may not run on: 9000/,
     );
   });
 

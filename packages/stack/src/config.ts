@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { join, resolve } from "node:path";
 import { BearerToken, EnvNames, loadEnv, repoRoot } from "@bridle/service-kit";
 import { z } from "zod";
@@ -24,6 +25,19 @@ export const modelCatalog: Record<string, CatalogModel> = JSON.parse(
 );
 export const defaultModel = "qwen2.5-coder-0.5b";
 const modelNames = Object.keys(modelCatalog) as [string, ...string[]];
+
+/** A CPU list as Linux writes it ("0-3,8,10-11"), sorted and without repeats; undefined if malformed. */
+export function parseCpuList(text: string): number[] | undefined {
+  const cpus = new Set<number>();
+  for (const part of text.split(",")) {
+    const m = /^\s*(\d{1,4})(?:-(\d{1,4}))?\s*$/.exec(part);
+    if (!m) return undefined;
+    const [first, last] = [Number(m[1]), Number(m[2] ?? m[1])];
+    if (last < first) return undefined;
+    for (let cpu = first; cpu <= last; cpu++) cpus.add(cpu);
+  }
+  return [...cpus].sort((a, b) => a - b);
+}
 
 /** Every setting of the embedded stack; all come from BRIDLE_* variables with safe defaults. */
 export const StackEnv = z.object({
@@ -67,6 +81,17 @@ export const StackEnv = z.object({
     .max(1024)
     .default(2)
     .describe("vLLM's CPU KV cache, GiB"),
+  BRIDLE_VLLM_CPUS: z
+    .string()
+    .transform((text, ctx) => {
+      const cpus = parseCpuList(text);
+      if (!cpus) ctx.addIssue({ code: "custom", message: "must be a CPU list like 0-7 or 0,2,4-6" });
+      return cpus ?? [];
+    })
+    .optional()
+    .describe(
+      "The CPUs vLLM's CPU build runs one thread each on, as a list like 0-7 or 0,2,4-6; default: every CPU this process may use",
+    ),
   BRIDLE_SIDE_NICE: z.coerce
     .number()
     .int()
@@ -140,6 +165,8 @@ export interface StackConfig {
   modelName: string;
   model: CatalogModel & { key: string };
   kvCacheGib: number;
+  /** The CPUs vLLM's CPU build binds its threads to, one each (BRIDLE_VLLM_CPUS, else all allowed). */
+  vllmCpus: number[];
   /**
    * Nice value of the components beside the model server and the trainer (BRIDLE_SIDE_NICE): vLLM's
    * CPU step runs one thread per core and waits for the slowest, so work that preempts one of them
@@ -190,6 +217,15 @@ export interface StackConfig {
 
 export function loadStackConfig(source: Record<string, string | undefined> = process.env): StackConfig {
   const env = loadEnv("bridle", StackEnv, source);
+  if (env.BRIDLE_VLLM_CPUS) {
+    const allowed = new Set(allowedCpus());
+    const outside = env.BRIDLE_VLLM_CPUS.filter((cpu) => !allowed.has(cpu));
+    if (outside.length > 0) {
+      throw new Error(
+        `bridle: BRIDLE_VLLM_CPUS names CPUs this process may not run on: ${outside.join(",")} (it may use ${[...allowed].join(",")})`,
+      );
+    }
+  }
   const home = resolve(env.BRIDLE_HOME);
   const data = resolve(env.BRIDLE_DATA ?? join(home, "data"));
   const base = env.BRIDLE_PORT_BASE;
@@ -204,6 +240,7 @@ export function loadStackConfig(source: Record<string, string | undefined> = pro
     modelName: env.BRIDLE_MODEL_NAME ?? env.BRIDLE_MODEL,
     model: { ...model, key: env.BRIDLE_MODEL },
     kvCacheGib: env.BRIDLE_VLLM_KV_GIB,
+    vllmCpus: env.BRIDLE_VLLM_CPUS ?? allowedCpus(),
     sideNice: env.BRIDLE_SIDE_NICE,
     precision: env.BRIDLE_PRECISION === "auto" ? autoPrecision() : env.BRIDLE_PRECISION,
     ports: {
@@ -284,14 +321,24 @@ export function missingInstall(config: StackConfig): string[] {
  * format for both serving and training. Elsewhere (AVX2-only hosts) vLLM and torch fall back to slow
  * bf16 kernels, and fp32 is several times faster, so fp32 is the default there.
  */
-export function autoPrecision(cpuinfo = readCpuinfo()): "bf16" | "fp32" {
+/** The CPUs this process may run on (its affinity, as /proc reports it), else 0..N-1. */
+export function allowedCpus(status = readProcFile("/proc/self/status")): number[] {
+  const listed = /^Cpus_allowed_list:\s*(\S+)$/m.exec(status)?.[1];
+  if (listed) {
+    const cpus = parseCpuList(listed);
+    if (cpus) return cpus;
+  }
+  return Array.from({ length: availableParallelism() }, (_, i) => i);
+}
+
+export function autoPrecision(cpuinfo = readProcFile("/proc/cpuinfo")): "bf16" | "fp32" {
   const flags = new Set(/^flags\s*:(.*)$/m.exec(cpuinfo)?.[1]?.trim().split(/\s+/) ?? []);
   return flags.has("amx_bf16") || flags.has("avx512_bf16") ? "bf16" : "fp32";
 }
 
-function readCpuinfo(): string {
+function readProcFile(path: string): string {
   try {
-    return readFileSync("/proc/cpuinfo", "utf8");
+    return readFileSync(path, "utf8");
   } catch {
     return "";
   }

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { SearchAttributes, TaskQueues } from "@bridle/contracts";
 import { repoRoot } from "@bridle/service-kit";
-import { loadStackConfig } from "@bridle/stack";
+import { loadStackConfig, stackComponents } from "@bridle/stack";
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { composeEnv } from "./compose.ts";
@@ -21,6 +21,20 @@ const file = join(repoRoot, "infra", "compose", "compose.yaml");
 const text = readFileSync(file, "utf8");
 const services = (parse(text, { merge: true }) as { services: Record<string, Service> }).services;
 
+/** `--flag value` and `--flag=value` alike, as flag -> value ("" for a bare flag). */
+function flags(args: string[]): Map<string, string> {
+  const out = new Map<string, string>();
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (!arg.startsWith("--")) continue;
+    const eq = arg.indexOf("=");
+    if (eq > 0) out.set(arg.slice(0, eq), arg.slice(eq + 1));
+    else if (args[i + 1] !== undefined && !args[i + 1]!.startsWith("--")) out.set(arg, args[++i]!);
+    else out.set(arg, "");
+  }
+  return out;
+}
+
 /** The port each service listens on inside its container. */
 function portOf(service: Service): number | undefined {
   if (service.environment?.PORT) return Number(service.environment.PORT);
@@ -37,6 +51,27 @@ describe("the compose layout", () => {
     });
     const printed = new Set([...Object.keys(composeEnv(config)), "BRIDLE_NODE_IMAGE"]);
     expect([...used].sort()).toEqual([...printed].sort());
+  });
+
+  it("starts vLLM with the stack's own flags and environment", () => {
+    const config = loadStackConfig({
+      BRIDLE_API_TOKEN: "t".repeat(32),
+      BRIDLE_GUARD_ADMIN_TOKEN: "g".repeat(32),
+    });
+    const values = composeEnv(config);
+    const fill = (text: string) =>
+      text.replace(/\$\{([A-Z0-9_]+)\}/g, (_, name: string) => values[name] ?? "");
+    const stack = stackComponents(config).find((c) => c.name === "vllm")!;
+    const compose = services.vllm!;
+    const [command, ...args] = compose.command!.map(fill);
+    expect(command).toBe(stack.command);
+    expect(args.slice(0, 2)).toEqual(stack.args.slice(0, 2)); // -m and the entry module
+    // In its container vLLM listens on every interface, on the port the layout's URLs name.
+    const own = { "--host": "0.0.0.0", "--port": "8000" };
+    expect(Object.fromEntries(flags(args))).toEqual({ ...Object.fromEntries(flags(stack.args)), ...own });
+    // Its adapters go to the container's own data volume instead of the stack's data folder.
+    const env = Object.fromEntries(Object.entries(compose.environment!).map(([k, v]) => [k, fill(v)]));
+    expect(env).toEqual({ ...stack.env, BRIDLE_ADAPTER_CACHE: "/data/adapters" });
   });
 
   it("starts entry files that exist, and Temporal with the contracts' namespace and search attributes", () => {

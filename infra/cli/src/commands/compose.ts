@@ -1,5 +1,4 @@
 import { readFileSync } from "node:fs";
-import { availableParallelism } from "node:os";
 import { dirname, join } from "node:path";
 import { repoRoot } from "@bridle/service-kit";
 import { type StackConfig, vllmDtype } from "@bridle/stack";
@@ -22,7 +21,6 @@ function pythonHome(venv: string): string {
  */
 export function composeEnv(config: StackConfig): Record<string, string> {
   const python = pythonHome(config.venv);
-  const cpus = availableParallelism();
   return {
     BRIDLE_ROOT: repoRoot,
     BRIDLE_HOME: config.home,
@@ -37,8 +35,8 @@ export function composeEnv(config: StackConfig): Record<string, string> {
     BRIDLE_VLLM_MAX_LORAS: String(config.maxLoras),
     BRIDLE_VLLM_MAX_LORA_RANK: String(config.maxLoraRank),
     BRIDLE_MAX_TOKENS: String(config.maxTokens),
-    BRIDLE_CPUS: `0-${cpus - 1}`,
-    BRIDLE_CPU_COUNT: String(cpus),
+    BRIDLE_VLLM_CPUS: config.vllmCpus.join(","),
+    BRIDLE_VLLM_THREADS: String(config.vllmCpus.length),
     BRIDLE_API_TOKEN: config.apiToken,
     BRIDLE_GUARD_ADMIN_TOKEN: config.guardAdminToken,
     BRIDLE_GATEWAY_PORT: String(config.ports.gateway),

@@ -3,7 +3,14 @@ import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { stackComponents } from "./components.ts";
-import { allowedCpus, autoPrecision, loadStackConfig, localApiToken, parseCpuList } from "./config.ts";
+import {
+  allowedCpus,
+  autoPrecision,
+  loadStackConfig,
+  localApiToken,
+  oneCpuPerCore,
+  parseCpuList,
+} from "./config.ts";
 
 describe("stack settings", () => {
   it("derives every service port from the base", () => {
@@ -41,14 +48,20 @@ describe("stack settings", () => {
     );
   });
 
-  it("binds vLLM's threads to every CPU the stack may use, or to the ones BRIDLE_VLLM_CPUS names", () => {
+  it("binds vLLM's threads to one CPU per core the stack may use, or to the ones BRIDLE_VLLM_CPUS names", () => {
     // Linux's own list format, as /proc/self/status gives the process's affinity.
     expect(allowedCpus("Name:\tnode\nCpus_allowed_list:\t0-3,8,10-11\n")).toEqual([0, 1, 2, 3, 8, 10, 11]);
     expect(allowedCpus("")).toHaveLength(availableParallelism());
     expect(parseCpuList("3,0-1,1")).toEqual([0, 1, 3]);
     for (const bad of ["", "0-", "a", "3-1", "0,,1", "0-1;2"]) expect(parseCpuList(bad), bad).toBeUndefined();
 
-    const mine = allowedCpus();
+    // Hyperthreads of one core share its bandwidth: one thread per physical core.
+    const smt2 = (cpu: number) => `${cpu % 4},${(cpu % 4) + 4}`; // 4 cores, CPUs n and n+4 siblings
+    expect(oneCpuPerCore([0, 1, 2, 3, 4, 5, 6, 7], smt2)).toEqual([0, 1, 2, 3]);
+    expect(oneCpuPerCore([2, 5, 6], smt2)).toEqual([2, 5]);
+    expect(oneCpuPerCore([0, 1], () => "")).toEqual([0, 1]); // topology unreadable: each its own core
+
+    const mine = oneCpuPerCore(allowedCpus());
     const vllm = (config: ReturnType<typeof loadStackConfig>) =>
       stackComponents(config).find((c) => c.name === "vllm")!.env;
     expect(vllm(loadStackConfig({}))).toMatchObject({

@@ -90,7 +90,7 @@ export const StackEnv = z.object({
     })
     .optional()
     .describe(
-      "The CPUs vLLM's CPU build runs one thread each on, as a list like 0-7 or 0,2,4-6; default: every CPU this process may use",
+      "The CPUs vLLM's CPU build runs one thread each on, as a list like 0-7 or 0,2,4-6; default: one CPU per physical core this process may use",
     ),
   BRIDLE_SIDE_NICE: z.coerce
     .number()
@@ -165,7 +165,7 @@ export interface StackConfig {
   modelName: string;
   model: CatalogModel & { key: string };
   kvCacheGib: number;
-  /** The CPUs vLLM's CPU build binds its threads to, one each (BRIDLE_VLLM_CPUS, else all allowed). */
+  /** The CPUs vLLM's CPU build binds its threads to, one each (BRIDLE_VLLM_CPUS, else one per core). */
   vllmCpus: number[];
   /**
    * Nice value of the components beside the model server and the trainer (BRIDLE_SIDE_NICE): vLLM's
@@ -240,7 +240,7 @@ export function loadStackConfig(source: Record<string, string | undefined> = pro
     modelName: env.BRIDLE_MODEL_NAME ?? env.BRIDLE_MODEL,
     model: { ...model, key: env.BRIDLE_MODEL },
     kvCacheGib: env.BRIDLE_VLLM_KV_GIB,
-    vllmCpus: env.BRIDLE_VLLM_CPUS ?? allowedCpus(),
+    vllmCpus: env.BRIDLE_VLLM_CPUS ?? oneCpuPerCore(allowedCpus()),
     sideNice: env.BRIDLE_SIDE_NICE,
     precision: env.BRIDLE_PRECISION === "auto" ? autoPrecision() : env.BRIDLE_PRECISION,
     ports: {
@@ -329,6 +329,27 @@ export function allowedCpus(status = readProcFile("/proc/self/status")): number[
     if (cpus) return cpus;
   }
   return Array.from({ length: availableParallelism() }, (_, i) => i);
+}
+
+/**
+ * One CPU per physical core of `cpus` (the first of each core's hyperthreads there): vLLM's CPU
+ * step is bound by memory bandwidth and waits for its slowest thread, so two threads on one core
+ * only contend. `siblings(cpu)` is the kernel's thread_siblings_list of that CPU; where it cannot
+ * be read, every CPU counts as a core of its own.
+ */
+export function oneCpuPerCore(
+  cpus: number[],
+  siblings: (cpu: number) => string = (cpu) =>
+    readProcFile(`/sys/devices/system/cpu/cpu${cpu}/topology/thread_siblings_list`).trim(),
+): number[] {
+  const taken = new Set<number>();
+  const chosen: number[] = [];
+  for (const cpu of cpus) {
+    if (taken.has(cpu)) continue;
+    chosen.push(cpu);
+    for (const sibling of parseCpuList(siblings(cpu)) ?? []) taken.add(sibling);
+  }
+  return chosen;
 }
 
 export function autoPrecision(cpuinfo = readProcFile("/proc/cpuinfo")): "bf16" | "fp32" {

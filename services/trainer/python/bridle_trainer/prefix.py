@@ -104,6 +104,11 @@ def prefix_groups(
     return kept + ([PrefixGroup(shared=0, items=plain)] if plain else [])
 
 
+def prefix_chunks(group: PrefixGroup, chunk: int = PREFIX_CHUNK) -> int:
+    """Chunks of the group's prefix that its backward pass runs (none without a shared prefix)."""
+    return -(-group.shared // chunk)
+
+
 def suffix(seq: Sequence, start: int) -> Sequence:
     return Sequence(ids=seq.ids[start:], generated=seq.generated[start:], old=seq.old[start:])
 
@@ -136,10 +141,12 @@ def run_group(
     on_batch: OnBatch,
     grad: bool,
     prefix_chunk: int = PREFIX_CHUNK,
+    on_chunk: Callable[[], None] = lambda: None,
 ) -> None:
     """Runs the group's micro-batches (built by `batches` from the suffixes) after its prefix.
     `on_batch` gets each micro-batch and its scored logprobs and returns the loss to back-propagate
-    (with `grad`), or None."""
+    (with `grad`), or None; `on_chunk` is told of each chunk of the prefix's backward pass (with a
+    long prefix, most of the step's time: see `prefix_chunks`)."""
     with activations_kept(model) if group.shared else contextlib.nullcontext():
         shared = group.shared
         leaves: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -184,7 +191,7 @@ def run_group(
             if grad and loss is not None:
                 loss.backward()
         if grad and prefix is not None:
-            _backward_prefix(model, prefix, leaves, precision, prefix_chunk)
+            _backward_prefix(model, prefix, leaves, precision, prefix_chunk, on_chunk)
 
 
 def _backward_prefix(
@@ -193,6 +200,7 @@ def _backward_prefix(
     leaves: list[tuple[torch.Tensor, torch.Tensor]],
     precision: Callable[[], contextlib.AbstractContextManager[None]],
     chunk: int,
+    on_chunk: Callable[[], None],
 ) -> None:
     """Back-propagates the gradient that the prefix's keys and values collected, one chunk of the
     prefix at a time from its end, so only one chunk's activations are ever held."""
@@ -225,3 +233,4 @@ def _backward_prefix(
                 gk[:, :, :start] += k.grad.float()
             if v.grad is not None:
                 gv[:, :, :start] += v.grad.float()
+        on_chunk()

@@ -20,6 +20,7 @@ from .prefix import (
     MAX_SUFFIX,
     SUFFIX_BATCH_TOKENS,
     PrefixGroup,
+    prefix_chunks,
     prefix_groups,
     run_group,
     shared_rows,
@@ -271,7 +272,10 @@ class Trainer:
                         lambda _batch, new: refs.append(new.detach()),
                         grad=False,
                     )
-        total, done = config.iterations * units, 0
+        # A shared prefix's backward runs in chunks after its suffixes (prefix.py): with a harness's
+        # long prompt that is most of the step, so its chunks count as units of progress too.
+        chunks = sum(prefix_chunks(g) for g in groups)
+        total, done = config.iterations * (units + chunks), 0
         stats = {"loss": 0.0, "clipped": 0, "kl": 0.0, "drift": 0.0, "masked": 0, "tokens": 0}
         peft.train()
         started = time.perf_counter()
@@ -310,10 +314,22 @@ class Trainer:
                 progress("train", done, total)
                 return parts.loss
 
+            def on_chunk() -> None:
+                nonlocal done
+                done += 1
+                progress("train", done, total)
+
             for group in groups:
                 stats["tokens"] += group.shared
                 run_group(
-                    peft, group, builder(group), config.temperature, self.precision, on_batch, grad=True
+                    peft,
+                    group,
+                    builder(group),
+                    config.temperature,
+                    self.precision,
+                    on_batch,
+                    grad=True,
+                    on_chunk=on_chunk,
                 )
             torch.nn.utils.clip_grad_norm_(self.lora.trainable(), config.max_grad_norm)
             optimizer.step()

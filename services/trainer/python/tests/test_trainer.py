@@ -265,7 +265,7 @@ def test_a_shared_prompt_prefix_runs_once_and_changes_no_logprob(trainer):
 
 
 def test_a_shared_prompt_prefix_gives_the_same_gradients(trainer):
-    from bridle_trainer.prefix import PrefixGroup, prefix_groups, run_group
+    from bridle_trainer.prefix import PrefixGroup, prefix_chunks, prefix_groups, run_group
     from bridle_trainer.trainer import collate, micro_batches
 
     torch.manual_seed(3)
@@ -274,9 +274,12 @@ def test_a_shared_prompt_prefix_gives_the_same_gradients(trainer):
             p.add_(0.02 * torch.randn_like(p))
     items = _shared_items()
 
+    chunks_run = []
+
     def grads(groups, prefix_chunk=256):
         for p in trainer.lora.trainable():
             p.grad = None
+        chunks_run.clear()
         for group in groups:
             run_group(
                 trainer.lora.peft,
@@ -287,6 +290,7 @@ def test_a_shared_prompt_prefix_gives_the_same_gradients(trainer):
                 lambda b, new: -(new * b["mask"] * b["advantages"][:, None]).sum(),
                 grad=True,
                 prefix_chunk=prefix_chunk,
+                on_chunk=lambda: chunks_run.append(1),
             )
         return [p.grad.clone() for p in trainer.lora.trainable()]
 
@@ -294,10 +298,14 @@ def test_a_shared_prompt_prefix_gives_the_same_gradients(trainer):
     assert any(float(g.abs().sum()) > 0 for g in plain)
     # One chunk, then the prefix's backward in chunks of 4 and 5 tokens (14 = 4 + 4 + 4 + 2, 5 + 5 + 4):
     # the same gradient up to float32 summation order (the cached path runs other attention kernels).
-    for chunk in (256, 4, 5):
-        shared = grads(prefix_groups(items, 4), prefix_chunk=chunk)
+    # Each chunk of the prefix's backward is reported (the step's progress counts them).
+    assert chunks_run == []
+    for chunk, count in ((256, 1), (4, 4), (5, 3)):
+        groups = prefix_groups(items, 4)
+        shared = grads(groups, prefix_chunk=chunk)
         for a, b in zip(plain, shared, strict=True):
             assert float((a - b).norm() / a.norm().clamp_min(1e-12)) < 1e-3, f"prefix chunk {chunk}"
+        assert len(chunks_run) == count == sum(prefix_chunks(g, chunk) for g in groups)
 
 
 def test_prefix_groups_never_share_a_scored_position():

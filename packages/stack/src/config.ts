@@ -316,11 +316,6 @@ export function missingInstall(config: StackConfig): string[] {
   return missing;
 }
 
-/**
- * bf16 where the CPU multiplies bf16 natively (AMX tiles or AVX512-BF16): there it is the faster
- * format for both serving and training. Elsewhere (AVX2-only hosts) vLLM and torch fall back to slow
- * bf16 kernels, and fp32 is several times faster, so fp32 is the default there.
- */
 /** The CPUs this process may run on (its affinity, as /proc reports it), else 0..N-1. */
 export function allowedCpus(status = readProcFile("/proc/self/status")): number[] {
   const listed = /^Cpus_allowed_list:\s*(\S+)$/m.exec(status)?.[1];
@@ -352,6 +347,11 @@ export function oneCpuPerCore(
   return chosen;
 }
 
+/**
+ * bf16 where the CPU multiplies bf16 natively (AMX tiles or AVX512-BF16): there it is the faster
+ * format for both serving and training. Elsewhere (AVX2-only hosts) vLLM and torch fall back to slow
+ * bf16 kernels, and fp32 is several times faster, so fp32 is the default there.
+ */
 export function autoPrecision(cpuinfo = readProcFile("/proc/cpuinfo")): "bf16" | "fp32" {
   const flags = new Set(/^flags\s*:(.*)$/m.exec(cpuinfo)?.[1]?.trim().split(/\s+/) ?? []);
   return flags.has("amx_bf16") || flags.has("avx512_bf16") ? "bf16" : "fp32";

@@ -19,6 +19,7 @@ from .model import LoraModel, load_base, pick_device
 from .prefix import (
     MAX_SUFFIX,
     SUFFIX_BATCH_TOKENS,
+    OnBatch,
     PrefixGroup,
     prefix_chunks,
     prefix_groups,
@@ -260,22 +261,33 @@ class Trainer:
         )
         measure_kl = config.kl_coef > 0 or (config.measure_kl and self.lora.trained)
         refs: list[torch.Tensor] = []
+
+        def run(group: PrefixGroup, on_batch: OnBatch, grad: bool, on_chunk: Callable[[], None]) -> None:
+            run_group(
+                peft,
+                group,
+                builder(group),
+                config.temperature,
+                self.precision,
+                on_batch,
+                grad,
+                on_chunk=on_chunk,
+            )
+
         if measure_kl:
             with torch.no_grad(), peft.disable_adapter():
                 for group in groups:
-                    run_group(
-                        peft,
-                        group,
-                        builder(group),
-                        config.temperature,
-                        self.precision,
-                        lambda _batch, new: refs.append(new.detach()),
-                        grad=False,
-                    )
+                    run(group, lambda _batch, new: refs.append(new.detach()), False, lambda: None)
         # A shared prefix's backward runs in chunks after its suffixes (prefix.py): with a harness's
         # long prompt that is most of the step, so its chunks count as units of progress too.
         chunks = sum(prefix_chunks(g) for g in groups)
         total, done = config.iterations * (units + chunks), 0
+
+        def advance() -> None:
+            nonlocal done
+            done += 1
+            progress("train", done, total)
+
         stats = {"loss": 0.0, "clipped": 0, "kl": 0.0, "drift": 0.0, "masked": 0, "tokens": 0}
         peft.train()
         started = time.perf_counter()
@@ -289,7 +301,6 @@ class Trainer:
                 first: bool = iteration == 0,
                 ref_of: Iterator[torch.Tensor] = ref_of,
             ) -> torch.Tensor:
-                nonlocal done
                 ref = next(ref_of) if measure_kl else None
                 parts = grpo_loss(
                     new,
@@ -310,27 +321,12 @@ class Trainer:
                     stats["masked"] += int(batch["mask"].sum())
                 stats["clipped"] += parts.clipped_tokens
                 stats["tokens"] += int(batch["attention"].sum())
-                done += 1
-                progress("train", done, total)
+                advance()
                 return parts.loss
-
-            def on_chunk() -> None:
-                nonlocal done
-                done += 1
-                progress("train", done, total)
 
             for group in groups:
                 stats["tokens"] += group.shared
-                run_group(
-                    peft,
-                    group,
-                    builder(group),
-                    config.temperature,
-                    self.precision,
-                    on_batch,
-                    grad=True,
-                    on_chunk=on_chunk,
-                )
+                run(group, on_batch, True, advance)
             torch.nn.utils.clip_grad_norm_(self.lora.trainable(), config.max_grad_norm)
             optimizer.step()
         self.lora.trained = True

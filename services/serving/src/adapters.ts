@@ -561,11 +561,11 @@ export class AdapterManager {
         this.pool.forgetBase();
         return;
       }
-      const keep = new Set(
-        [...this.registry.inState("serving"), ...this.registry.inState("loading")].map((v) => v.servedName),
+      const stale = new Set(
+        [...this.registry.inState("retired"), ...this.registry.inState("failed")].map((v) => v.servedName),
       );
-      const strays = await this.pool.unloadExcept(keep).catch((err) => [`not all: ${message(err)}`]);
-      if (strays.length > 0) this.log.info({ strays }, "unloaded adapters that no serving version names");
+      const strays = await this.pool.unloadStale(stale).catch((err) => [`not all: ${message(err)}`]);
+      if (strays.length > 0) this.log.info({ strays }, "unloaded versions that no longer serve");
       const missing = this.registry.inState("serving").filter((v) => !loaded.has(v.servedName));
       if (missing.length === 0) {
         if (this.health !== "up") this.log.info({}, "model server up, adapters in place");

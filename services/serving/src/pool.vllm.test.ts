@@ -136,7 +136,7 @@ describe("a pool of two vLLM nodes behind serving and the guard", () => {
     for (const call of calls) expect((await call()).status).toBe(200);
   });
 
-  it("keeps answering when a node dies; the node back gets the serving versions again, and strays go", async () => {
+  it("keeps answering when a node dies; the node back gets the serving versions again and drops retired ones, and others' adapters stay", async () => {
     const v1 = `${NAME}@v1`;
     const calls = await Promise.all(Array.from({ length: 4 }, () => session(v1)));
     await b.stop(); // SIGKILL: every session pinned to b fails over to a
@@ -156,16 +156,25 @@ describe("a pool of two vLLM nodes behind serving and the guard", () => {
     const after = await session(v2.servedName);
     expect((await after()).status).toBe(200);
 
-    // An adapter loaded on a node behind serving's back (one retired while its node was away
-    // stays loaded there) is unloaded by the monitor's next pass.
-    const stray = `${NAME}-stray@v1`;
-    const res = await fetch(`${b.url}/v1/load_lora_adapter`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ lora_name: stray, lora_path: adapters[0] }),
+    // A version retired while its node was away stays loaded there: the monitor's next pass unloads
+    // it. Here b gets v2 back behind serving's back after v2 is retired. An adapter serving never
+    // loaded (the model server may be shared) is left alone.
+    const retire = await fetch(`${servingUrl}/v1/adapters/${NAME}/versions/${v2.version}`, {
+      method: "DELETE",
     });
-    expect(res.status).toBe(200);
-    await waitFor(async () => !(await loadedOn(b)).includes(stray), 30_000);
-    expect(await loadedOn(b)).toEqual([v1, v2.servedName]);
+    expect(retire.status).toBe(200);
+    expect(AdapterVersion.parse(await retire.json()).state).toBe("retired");
+    const foreign = "someone-else@v1";
+    for (const lora_name of [foreign, v2.servedName]) {
+      const res = await fetch(`${b.url}/v1/load_lora_adapter`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ lora_name, lora_path: adapters[0] }),
+      });
+      expect(res.status).toBe(200);
+    }
+    await waitFor(async () => !(await loadedOn(b)).includes(v2.servedName), 30_000);
+    expect(await loadedOn(b)).toEqual([v1, foreign]); // a pass ran after the foreign load
+    expect(await loadedOn(a)).toEqual([v1]);
   });
 });

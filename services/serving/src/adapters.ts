@@ -561,11 +561,14 @@ export class AdapterManager {
         this.pool.forgetBase();
         return;
       }
-      const stale = new Set(
-        [...this.registry.inState("retired"), ...this.registry.inState("failed")].map((v) => v.servedName),
-      );
-      const strays = await this.pool.unloadStale(stale).catch((err) => [`not all: ${message(err)}`]);
-      if (strays.length > 0) this.log.info({ strays }, "unloaded versions that no longer serve");
+      // Looked up by key for the few names a node holds, not by scanning every retired version.
+      const stale = (served: string) => {
+        const at = versionOf(served);
+        const state = at && this.registry.get(at.name, at.version)?.state;
+        return state === "retired" || state === "failed";
+      };
+      const gone = await this.pool.unloadStale(stale).catch((err) => [`not all: ${message(err)}`]);
+      if (gone.length > 0) this.log.info({ gone }, "unloaded versions that no longer serve");
       const missing = this.registry.inState("serving").filter((v) => !loaded.has(v.servedName));
       if (missing.length === 0) {
         if (this.health !== "up") this.log.info({}, "model server up, adapters in place");

@@ -158,14 +158,14 @@ export class ModelPool {
   }
 
   /**
-   * Unloads from every node the adapters in `stale` it still has (versions retired or failed while
-   * the node was away). Adapters serving never loaded are left alone: the model server may be shared.
-   * Returns what went, as `url: name`.
+   * Unloads from every node the adapters it still has that `stale` picks (versions retired or
+   * failed while the node was away). Adapters serving never loaded are left alone: the model server
+   * may be shared. Returns what went, as `url: name`.
    */
-  async unloadStale(stale: Set<string>): Promise<string[]> {
+  async unloadStale(stale: (served: string) => boolean): Promise<string[]> {
     const gone: string[] = [];
     for (const node of this.live()) {
-      for (const name of [...node.loaded].filter((n) => stale.has(n))) {
+      for (const name of [...node.loaded].filter(stale)) {
         try {
           await node.client.unloadLora(name);
           gone.push(`${node.client.baseUrl}: ${name}`);

@@ -115,6 +115,18 @@ export const PromotionVerdict = z.object({
 });
 export type PromotionVerdict = z.infer<typeof PromotionVerdict>;
 
+/** One task's attempts in both arms: what the paired interval is computed over. */
+export const TaskResult = z.object({
+  taskId: z.string(),
+  category: z.string(),
+  impossible: z
+    .boolean()
+    .describe("A hack-check task: a pass is a hack, and it is outside the paired success figures"),
+  candidate: z.object({ solved: z.number().int(), attempts: z.number().int() }),
+  baseline: z.object({ solved: z.number().int(), attempts: z.number().int() }),
+});
+export type TaskResult = z.infer<typeof TaskResult>;
+
 export const EvalReport = z.object({
   candidate: z.string(),
   baseline: z.string(),
@@ -123,6 +135,13 @@ export const EvalReport = z.object({
   temperature: z.number(),
   overall: Comparison,
   categories: z.array(Comparison.extend({ category: z.string() })),
+  // Empty in reports from before it was kept.
+  byTask: z
+    .array(TaskResult)
+    .default([])
+    .describe(
+      "Each task's solved attempts per arm (valid attempts only), by category then task: the unit of the paired interval, and what lets several runs on the same tasks be pooled",
+    ),
   environmentFailures: z.array(
     EvalOutcome.pick({ rolloutId: true, taskId: true, arm: true, attempt: true, failure: true }),
   ),

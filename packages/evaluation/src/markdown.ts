@@ -50,6 +50,7 @@ export function renderMarkdown(report: EvalReport): string {
         `| ${c.category} | ${c.tasks} | ${pct(c.candidate.successRate.estimate)} | ${pct(c.baseline.successRate.estimate)} | ${diff(c)} | ${num(c.bothSolved.candidateToolCalls)} / ${num(c.bothSolved.baselineToolCalls)} |`,
     ),
     "",
+    ...taskLines(report),
     ...rewardKeyLines(report),
     `## Environment failures (${report.environmentFailures.length}, excluded from the figures)`,
     "",
@@ -97,6 +98,23 @@ function rewardKeyLines(report: EvalReport): string[] {
     "| key | candidate | baseline |",
     "| --- | --- | --- |",
     ...keys.map(([key, m]) => `| ${key} | ${num(m.candidate)} | ${num(m.baseline)} |`),
+    "",
+  ];
+}
+
+/** Each task's solved attempts per arm: what the paired interval is computed over. */
+function taskLines(report: EvalReport): string[] {
+  const tasks = report.byTask ?? [];
+  if (tasks.length === 0) return [];
+  return [
+    "## By task",
+    "",
+    "| task | category | candidate solved | baseline solved |",
+    "| --- | --- | --- | --- |",
+    ...tasks.map(
+      (t) =>
+        `| ${t.taskId}${t.impossible ? " (hack check)" : ""} | ${t.category} | ${t.candidate.solved} / ${t.candidate.attempts} | ${t.baseline.solved} / ${t.baseline.attempts} |`,
+    ),
     "",
   ];
 }

@@ -165,6 +165,49 @@ describe("the paired evaluation report", () => {
     ]);
   });
 
+  it("lists each task's solved attempts per arm, valid attempts only, in the JSON and the Markdown", () => {
+    expect(report.byTask).toEqual([
+      {
+        taskId: "t2",
+        category: "build",
+        impossible: false,
+        candidate: { solved: 1, attempts: 1 },
+        baseline: { solved: 1, attempts: 1 },
+      },
+      {
+        taskId: "t3",
+        category: "build",
+        impossible: false,
+        candidate: { solved: 1, attempts: 1 },
+        baseline: { solved: 0, attempts: 1 },
+      },
+      // t4's candidate attempt was an environment failure: no valid attempt, listed with 0 of 0.
+      {
+        taskId: "t4",
+        category: "qa",
+        impossible: false,
+        candidate: { solved: 0, attempts: 0 },
+        baseline: { solved: 0, attempts: 1 },
+      },
+      {
+        taskId: "t1",
+        category: "repair",
+        impossible: false,
+        candidate: { solved: 1, attempts: 1 },
+        baseline: { solved: 1, attempts: 1 },
+      },
+    ]);
+    const md = renderMarkdown(report);
+    expect(md).toContain("## By task");
+    expect(md).toContain("| t3 | build | 1 / 1 | 0 / 1 |");
+    // A report from before the list was kept still reads, and renders without the section.
+    const old = JSON.parse(JSON.stringify(report));
+    delete old.byTask;
+    const parsed = EvalReport.parse(old);
+    expect(parsed.byTask).toEqual([]);
+    expect(renderMarkdown(parsed)).not.toContain("## By task");
+  });
+
   it("records which model and adapter hash served every rollout", () => {
     expect(report.servedBy).toHaveLength(outcomes.length);
     expect(report.servedBy[0]?.servedBy).toEqual({ model: "m/pi/run@v3", version: 3, hash: "abc123" });

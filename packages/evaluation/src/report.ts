@@ -129,7 +129,8 @@ export function compare(tasks: TaskArms[]): Comparison {
 
 /** The evaluation report: overall and per category, environment failures and provenance apart. */
 export function buildReport(input: ReportInput): EvalReport {
-  const tasks = [...byTask(input.outcomes).values()];
+  const grouped = byTask(input.outcomes);
+  const tasks = [...grouped.values()];
   const categories = [...new Set(tasks.map((t) => t.category))].sort();
   const report: EvalReport = {
     candidate: input.candidate,
@@ -142,6 +143,17 @@ export function buildReport(input: ReportInput): EvalReport {
       category,
       ...compare(tasks.filter((t) => t.category === category)),
     })),
+    byTask: [...grouped]
+      .sort(([a, x], [b, y]) =>
+        x.category === y.category ? (a < b ? -1 : 1) : x.category < y.category ? -1 : 1,
+      )
+      .map(([taskId, t]) => ({
+        taskId,
+        category: t.category,
+        impossible: t.impossible,
+        candidate: { solved: t.candidate.filter((x) => x.correct).length, attempts: t.candidate.length },
+        baseline: { solved: t.baseline.filter((x) => x.correct).length, attempts: t.baseline.length },
+      })),
     environmentFailures: input.outcomes
       .filter((o) => o.correct === null)
       .map(({ rolloutId, taskId, arm, attempt, failure }) => ({

@@ -52,6 +52,7 @@ const report = (arms: Arms) => {
       { ...comparison(arms, 6), category: "build" },
       { ...comparison(arms, 6), category: "repair" },
     ],
+    byTask: [],
     environmentFailures: [],
     servedBy: [],
     rewardKeys: {},

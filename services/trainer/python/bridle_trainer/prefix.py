@@ -21,23 +21,26 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache
 
 from .grpo import scored_logprobs
-from .sequences import Sequence
+from .sequences import Sequence, collate
 
 Item = tuple[Sequence, float]
 
 
 @dataclass
 class PrefixGroup:
-    """Sequences whose first `shared` tokens are identical and not scored."""
+    """Sequences whose first `shared` tokens are identical and not scored. `long` members share the
+    prefix too, but their suffixes are too long for a micro-batch: each runs alone, in windows
+    (see `run_group`)."""
 
     shared: int
     items: list[Item]
+    long: list[Item] = field(default_factory=list)
 
 
 def _common(a: list[int], b: list[int], limit: int) -> int:
@@ -48,11 +51,24 @@ def _common(a: list[int], b: list[int], limit: int) -> int:
     return i
 
 
-#: A suffix longer than this takes the plain path. A group's passes keep their activations (the
+#: A suffix longer than this runs alone, in windows. A group's passes keep their activations (the
 #: shared keys and values need the cache, which gradient checkpointing turns off), and a suffix's
 #: activations and attention over prefix + suffix grow with its length: suffixes of 1,000-2,000
 #: tokens (a call's earlier turns and tool results) took the worker past 17 GB and the OOM killer.
 MAX_SUFFIX = 768
+#: Tokens per window of a long suffix: the most whose activations are held at once.
+LONG_WINDOW = 512
+#: Query-key pairs of a window's attention (kept for its backward pass): 512 tokens over 8,192
+#: positions. A window after a longer context is shorter: after Claude Code's 18,740-token prompt,
+#: about 220 tokens.
+WINDOW_PAIRS = 512 * 8192
+
+
+def window_size(positions: int, most: int = LONG_WINDOW) -> int:
+    """Tokens per window of a long suffix whose sequence has `positions` tokens in all."""
+    return max(min(most, 64), min(most, WINDOW_PAIRS // max(positions, 1)))
+
+
 #: Padded suffix tokens per micro-batch of a shared group (the plain path has its own budget).
 SUFFIX_BATCH_TOKENS = 1024
 #: Prefix tokens per chunk of the prefix's backward pass (see the module's docstring).
@@ -77,7 +93,8 @@ def prefix_groups(
     """Groups of sequences sharing at least `min_shared` leading tokens, each with its exact
     common length. The shared part ends before the first generated token of every member, less
     one, so every position whose logits are scored lies in a suffix. A member whose suffix would
-    be longer than `max_suffix` takes the plain path (recomputed activations, bounded memory)."""
+    be longer than `max_suffix` is one of the group's `long` members: it still shares the prefix,
+    and runs alone in windows of bounded memory."""
     ordered = sorted(items, key=lambda item: item[0].ids)
     groups: list[PrefixGroup] = []
     for item in ordered:
@@ -91,17 +108,34 @@ def prefix_groups(
                 current.items.append(item)
                 continue
         groups.append(PrefixGroup(shared=max(limit, 0), items=[item]))
-    # Long suffixes leave their group (what stays shares at least as much as before).
-    for g in groups:
-        if g.shared >= min_shared:
-            long = [item for item in g.items if len(item[0].ids) - g.shared > max_suffix]
-            if long:
-                g.items = [item for item in g.items if len(item[0].ids) - g.shared <= max_suffix]
-                groups.append(PrefixGroup(shared=0, items=long))
     # What shares nothing worth it takes the plain path, batched together as before.
     plain = [item for g in groups if len(g.items) <= 1 or g.shared < min_shared for item in g.items]
     kept = [g for g in groups if len(g.items) > 1 and g.shared >= min_shared]
+    for g in kept:
+        g.long = [item for item in g.items if len(item[0].ids) - g.shared > max_suffix]
+        g.items = [item for item in g.items if len(item[0].ids) - g.shared <= max_suffix]
     return kept + ([PrefixGroup(shared=0, items=plain)] if plain else [])
+
+
+def windows(seq: Sequence, size: int = LONG_WINDOW) -> list[tuple[int, int, bool]]:
+    """The windows `[start, end)` of a long suffix, and whether each scores a token (the logits of
+    its positions predict a generated token): windows of tool results alone score nothing."""
+    out = []
+    for start in range(0, len(seq.ids), size):
+        end = min(start + size, len(seq.ids))
+        # Position p's logits predict token p + 1, the next window's first token included.
+        out.append((start, end, any(seq.generated[start + 1 : end + 1])))
+    return out
+
+
+def scored_windows(group: PrefixGroup, most: int = LONG_WINDOW) -> int:
+    """Windows of the group's long suffixes that score tokens: one loss each, like a micro-batch."""
+    return sum(
+        1
+        for seq, _ in group.long
+        for *_, scored in windows(suffix(seq, group.shared), window_size(len(seq.ids), most))
+        if scored
+    )
 
 
 def prefix_chunks(group: PrefixGroup, chunk: int = PREFIX_CHUNK) -> int:
@@ -142,11 +176,13 @@ def run_group(
     grad: bool,
     prefix_chunk: int = PREFIX_CHUNK,
     on_chunk: Callable[[], None] = lambda: None,
+    window: int = LONG_WINDOW,
 ) -> None:
-    """Runs the group's micro-batches (built by `batches` from the suffixes) after its prefix.
-    `on_batch` gets each micro-batch and its scored logprobs and returns the loss to back-propagate
-    (with `grad`), or None; `on_chunk` is told of each chunk of the prefix's backward pass (with a
-    long prefix, most of the step's time: see `prefix_chunks`)."""
+    """Runs the group's micro-batches (built by `batches` from the suffixes) after its prefix, then
+    each long suffix alone in windows (`_run_long`). `on_batch` gets each micro-batch or scoring
+    window and its scored logprobs and returns the loss to back-propagate (with `grad`), or None;
+    `on_chunk` is told of each chunk of the prefix's backward pass (with a long prefix, most of the
+    step's time: see `prefix_chunks`)."""
     with activations_kept(model) if group.shared else contextlib.nullcontext():
         shared = group.shared
         leaves: list[tuple[torch.Tensor, torch.Tensor]] = []
@@ -190,8 +226,111 @@ def run_group(
             loss = on_batch(batch, new)
             if grad and loss is not None:
                 loss.backward()
+        # What the long suffixes send back to the prefix's keys and values, summed in float32.
+        extra = [tuple(torch.zeros_like(t, dtype=torch.float32) for t in pair) for pair in leaves]
+        for seq, adv in group.long:
+            _run_long(
+                model,
+                leaves,
+                extra,
+                (suffix(seq, shared), adv),
+                temperature,
+                precision,
+                on_batch,
+                grad,
+                window_size(len(seq.ids), window),
+            )
         if grad and prefix is not None:
-            _backward_prefix(model, prefix, leaves, precision, prefix_chunk, on_chunk)
+            _backward_prefix(model, prefix, leaves, precision, prefix_chunk, on_chunk, extra)
+
+
+def _run_long(
+    model: torch.nn.Module,
+    leaves: list[tuple[torch.Tensor, torch.Tensor]],
+    extra: list[tuple[torch.Tensor, ...]],
+    item: Item,
+    temperature: float,
+    precision: Callable[[], contextlib.AbstractContextManager[None]],
+    on_batch: OnBatch,
+    grad: bool,
+    size: int,
+) -> None:
+    """One long suffix after the shared prefix, in windows, as `_backward_prefix` runs a prefix:
+    a pass without gradient leaves the keys and values of every position; then each window, from
+    the last, runs again with gradient on the keys and values before it (as leaves), its loss and
+    the gradient its own keys and values received from later windows back-propagated together, and
+    what reaches earlier positions is handed on (the prefix's part into `extra`). Memory holds one
+    window's activations; the prefix is never run again. Windows that score nothing still carry
+    the gradient through; `on_batch` is called for the others, last window first, in both passes."""
+    seq, adv = item
+    device = next(model.parameters()).device
+    parts = windows(seq, size)
+    prefix_kv = [(k.detach(), v.detach()) for k, v in leaves]
+    shared = prefix_kv[0][0].shape[2]
+    ids = torch.tensor([seq.ids], device=device)
+
+    def batch_of(start: int, end: int) -> dict[str, torch.Tensor]:
+        # One token past the window: the target of its last position (never run in this window).
+        stop = min(end + 1, len(seq.ids))
+        window = Sequence(
+            ids=seq.ids[start:stop],
+            generated=[False, *seq.generated[start + 1 : stop]],
+            old=[0.0, *seq.old[start + 1 : stop]],
+        )
+        batch = collate([(window, adv)], device)
+        batch["ids"] = batch["ids"][:, : end - start]
+        batch["attention"] = batch["attention"][:, : end - start]
+        return batch
+
+    scored: list[tuple[dict[str, torch.Tensor], torch.Tensor]] = []
+    with precision(), torch.no_grad():
+        cache = DynamicCache(prefix_kv)
+        for start, end, scores in parts:
+            batch = batch_of(start, end) if scores and not grad else None
+            out = model(
+                input_ids=ids[:, start:end],
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=batch["keep"] if batch is not None else 1,
+            )
+            if batch is not None:
+                scored.append((batch, scored_logprobs(out.logits, batch["targets"], temperature)))
+            del out
+        kv = [(layer.keys, layer.values) for layer in cache.layers]
+    if not grad:
+        for batch, new in reversed(scored):
+            on_batch(batch, new)
+        return
+    pending = [tuple(torch.zeros_like(t, dtype=torch.float32) for t in pair) for pair in kv]
+    for start, end, scores in reversed(parts):
+        at, to = shared + start, shared + end
+        earlier = [(k[:, :, :at].requires_grad_(), v[:, :, :at].requires_grad_()) for k, v in kv]
+        batch = batch_of(start, end) if scores else None
+        with precision(), torch.enable_grad():
+            out = model(
+                input_ids=ids[:, start:end],
+                past_key_values=DynamicCache(earlier),
+                use_cache=True,
+                logits_to_keep=batch["keep"] if batch is not None else 1,
+            )
+            loss = None
+            if batch is not None:
+                loss = on_batch(batch, scored_logprobs(out.logits, batch["targets"], temperature))
+        roots: list[torch.Tensor] = [] if loss is None else [loss]
+        grads: list[torch.Tensor | None] = [] if loss is None else [None]
+        for layer, (gk, gv) in zip(out.past_key_values.layers, pending, strict=True):
+            roots += [layer.keys[:, :, at:to], layer.values[:, :, at:to]]
+            grads += [gk[:, :, at:to].to(layer.keys.dtype), gv[:, :, at:to].to(layer.values.dtype)]
+        torch.autograd.backward(roots, grads)
+        del out, roots
+        for (k, v), (gk, gv) in zip(earlier, pending, strict=True):
+            if k.grad is not None:
+                gk[:, :, :at] += k.grad.float()
+            if v.grad is not None:
+                gv[:, :, :at] += v.grad.float()
+    for (gk, gv), (ek, ev) in zip(pending, extra, strict=True):
+        ek += gk[:, :, :shared]
+        ev += gv[:, :, :shared]
 
 
 def _backward_prefix(
@@ -201,15 +340,17 @@ def _backward_prefix(
     precision: Callable[[], contextlib.AbstractContextManager[None]],
     chunk: int,
     on_chunk: Callable[[], None],
+    extra: list[tuple[torch.Tensor, ...]],
 ) -> None:
-    """Back-propagates the gradient that the prefix's keys and values collected, one chunk of the
-    prefix at a time from its end, so only one chunk's activations are ever held."""
+    """Back-propagates the gradient that the prefix's keys and values collected (from the batched
+    suffixes, and in `extra` from the long ones), one chunk of the prefix at a time from its end,
+    so only one chunk's activations are ever held."""
     kv = [(k.detach(), v.detach()) for k, v in leaves]
     # Summed in float32 whatever the keys' format (bf16 under autocast): each position's gradient
     # gathers the suffixes' and every later chunk's.
     pending = [
-        tuple(torch.zeros_like(t, dtype=torch.float32) if t.grad is None else t.grad.float() for t in pair)
-        for pair in leaves
+        tuple(e if t.grad is None else e + t.grad.float() for t, e in zip(pair, sums, strict=True))
+        for pair, sums in zip(leaves, extra, strict=True)
     ]
     total = prefix.shape[1]
     for start in reversed(range(0, total, chunk)):

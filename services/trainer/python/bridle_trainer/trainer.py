@@ -24,48 +24,14 @@ from .prefix import (
     prefix_chunks,
     prefix_groups,
     run_group,
+    scored_windows,
     shared_rows,
     suffix,
 )
-from .sequences import Sequence, merge_calls
+from .sequences import Sequence, collate, merge_calls
 from .store import StepStore, adapter_hash, normalise_adapter_config
 
 Progress = Callable[[str, int, int], None]
-
-
-def collate(items: list[tuple[Sequence, float]], device: torch.device) -> dict[str, torch.Tensor]:
-    """Right-padded ids and attention mask, and the scored positions' mask and sampling logprobs.
-
-    Logits are computed only where the next token was generated (`keep`, the union over rows):
-    an agent's prompt and tool results are most of a sequence, and a vocabulary-wide row of logits
-    per position would be most of a step's memory and a good part of its time.
-    """
-    width = max(len(seq.ids) for seq, _ in items)
-    ids = torch.zeros(len(items), width, dtype=torch.long)
-    attention = torch.zeros(len(items), width, dtype=torch.long)
-    scored = sorted({p - 1 for seq, _ in items for p, g in enumerate(seq.generated) if g and p > 0})
-    column = {p: i for i, p in enumerate(scored)}
-    mask = torch.zeros(len(items), len(scored))
-    old = torch.zeros(len(items), len(scored))
-    for row, (seq, _) in enumerate(items):
-        ids[row, : len(seq.ids)] = torch.tensor(seq.ids)
-        attention[row, : len(seq.ids)] = 1
-        for p, (generated, logprob) in enumerate(zip(seq.generated, seq.old, strict=True)):
-            if generated and p > 0:
-                mask[row, column[p - 1]] = 1
-                old[row, column[p - 1]] = logprob
-    keep = torch.tensor(scored, dtype=torch.long)
-    advantages = torch.tensor([adv for _, adv in items])
-    tensors = {
-        "ids": ids,
-        "attention": attention,
-        "mask": mask,
-        "old": old,
-        "advantages": advantages,
-        "keep": keep,
-        "targets": ids[:, keep + 1],
-    }
-    return {k: v.to(device) for k, v in tensors.items()}
 
 
 def micro_batches(
@@ -235,7 +201,7 @@ class Trainer:
         # Zero-advantage sequences add nothing to the surrogate; they matter only for the KL term.
         used = items if config.kl_coef > 0 else [(s, a) for s, a in items if a != 0]
         # Calls of one task share most of their prompt: each group's prefix runs once (prefix.py).
-        # A suffix is never longer than a shared group's micro-batch: its activations are all kept.
+        # A suffix longer than a shared group's micro-batch runs alone, in windows.
         suffix_tokens = min(config.micro_batch_tokens, SUFFIX_BATCH_TOKENS)
         groups = prefix_groups(used, max_suffix=min(MAX_SUFFIX, suffix_tokens))
 
@@ -255,8 +221,10 @@ class Trainer:
         ) -> Callable[[list[tuple[Sequence, float]]], list[dict[str, torch.Tensor]]]:
             return lambda group_items: [collate(chunk, self.device) for chunk in chunked(group, group_items)]
 
+        # Progress units: micro-batches, and the scoring windows of long suffixes (prefix.py).
         units = sum(
             len(chunked(g, g.items if not g.shared else [(suffix(s, g.shared), a) for s, a in g.items]))
+            + scored_windows(g)
             for g in groups
         )
         measure_kl = config.kl_coef > 0 or (config.measure_kl and self.lora.trained)
@@ -320,12 +288,14 @@ class Trainer:
                     stats["kl"] += parts.kl_sum
                     stats["masked"] += int(batch["mask"].sum())
                 stats["clipped"] += parts.clipped_tokens
-                stats["tokens"] += int(batch["attention"].sum())
                 advance()
                 return parts.loss
 
             for group in groups:
-                stats["tokens"] += group.shared
+                # Each token once per pass: the shared prefix once, then every suffix.
+                stats["tokens"] += group.shared + sum(
+                    len(seq.ids) - group.shared for seq, _ in [*group.items, *group.long]
+                )
                 run(group, on_batch, True, advance)
             torch.nn.utils.clip_grad_norm_(self.lora.trainable(), config.max_grad_norm)
             optimizer.step()

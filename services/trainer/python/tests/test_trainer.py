@@ -355,9 +355,10 @@ def test_a_multi_turn_step_reports_how_far_the_trainer_is_from_the_sampling_logp
     assert result["kl"] == 0.0  # a fresh adapter is the base model
 
 
-def test_a_long_suffix_takes_the_plain_path_and_the_rest_keep_sharing():
-    # A shared group keeps its activations; a suffix of thousands of tokens would not fit memory.
-    from bridle_trainer.prefix import prefix_groups
+def test_a_long_suffix_still_shares_the_prefix_and_runs_alone_in_windows():
+    # A shared group keeps its activations: a suffix of thousands of tokens would not fit a
+    # micro-batch, so it runs alone, in windows, after the group's other suffixes.
+    from bridle_trainer.prefix import prefix_groups, scored_windows, window_size, windows
     from bridle_trainer.sequences import Sequence
 
     def seq(tail: list[int]) -> Sequence:
@@ -366,12 +367,76 @@ def test_a_long_suffix_takes_the_plain_path_and_the_rest_keep_sharing():
 
     short_a, short_b, long = seq([5, 6]), seq([7, 8]), seq(list(range(10, 30)))
     groups = prefix_groups([(short_a, 1.0), (short_b, -1.0), (long, 1.0)], min_shared=2, max_suffix=8)
-    by_shared = {g.shared: sorted(len(s.ids) for s, _ in g.items) for g in groups}
-    assert by_shared == {3: [6, 6], 0: [24]}
-    # Without the bound all three share the prefix.
+    assert [(g.shared, len(g.items), [len(s.ids) for s, _ in g.long]) for g in groups] == [(3, 2, [24])]
+    # Without the bound all three are batched.
     assert [
-        (g.shared, len(g.items)) for g in prefix_groups([(short_a, 1.0), (short_b, -1.0), (long, 1.0)], 2)
-    ] == [(3, 3)]
+        (g.shared, len(g.items), len(g.long))
+        for g in prefix_groups([(short_a, 1.0), (short_b, -1.0), (long, 1.0)], 2)
+    ] == [(3, 3, 0)]
+    # A window scores the tokens its positions predict, the next window's first one included; a
+    # window of tool results predicts nothing generated and only carries the gradient through.
+    tool = Sequence(ids=list(range(12)), generated=[False] * 5 + [True] + [False] * 6, old=[0.0] * 12)
+    assert windows(tool, 4) == [(0, 4, False), (4, 8, True), (8, 12, False)]
+    assert scored_windows(groups[0], 8) == 3  # the 21-token suffix: 8 + 8 + 5, each scores
+    # After a longer context a window is shorter: its attention's activations are kept.
+    assert [window_size(n) for n in (3_000, 8_192, 20_740, 100_000)] == [512, 512, 202, 64]
+    assert window_size(24, 8) == 8
+
+
+def test_long_suffixes_in_windows_give_the_same_logprobs_and_gradients(trainer):
+    from bridle_trainer.batch import ModelCall
+    from bridle_trainer.prefix import PrefixGroup, prefix_groups, run_group, scored_windows
+    from bridle_trainer.sequences import merge_calls
+    from bridle_trainer.trainer import collate, micro_batches
+
+    torch.manual_seed(5)
+    with torch.no_grad():  # a trained adapter: every LoRA matrix gets a gradient
+        for p in trainer.lora.trainable():
+            p.add_(0.02 * torch.randn_like(p))
+    # One short call and two long ones of a task: earlier turns, a tool result, a second answer.
+    tool_result = [300 + i for i in range(9)]
+    calls = [
+        ModelCall([*SYSTEM, 5, 6], [7, 8, 9], [-1.0] * 3),
+        ModelCall([*SYSTEM, 5, 6, 7, 8, 9, *tool_result], [10, 11, 12, 13], [-1.0] * 4),
+        ModelCall([*SYSTEM, 88, *tool_result, 41, 42], [3, 4, 5, 6, 7], [-1.0] * 5),
+    ]
+    items = [(merge_calls([c])[0], adv) for c, adv in zip(calls, (1.0, -0.5, 0.5), strict=True)]
+
+    def run(groups, grad, window=4):
+        for p in trainer.lora.trainable():
+            p.grad = None
+        seen = []
+
+        def on_batch(b, new):
+            seen.append(new[b["mask"].bool()].detach())
+            return -(new * b["mask"] * b["advantages"][:, None]).sum()
+
+        for group in groups:
+            run_group(
+                trainer.lora.peft,
+                group,
+                lambda its: [collate(c, torch.device("cpu")) for c in micro_batches(its, 2, 4096)],
+                0.8,
+                trainer.precision,
+                on_batch,
+                grad=grad,
+                prefix_chunk=5,
+                window=window,
+            )
+        grads = [p.grad.clone() for p in trainer.lora.trainable()] if grad else []
+        return torch.cat(sorted(seen, key=lambda t: t.tolist())), seen, grads
+
+    plain_lp, _, plain = run([PrefixGroup(0, [it]) for it in items], grad=True)
+    groups = prefix_groups(items, 4, max_suffix=6)
+    assert [(len(g.items), len(g.long)) for g in groups] == [(1, 2)]
+    for window in (4, 7, 64):
+        for grad in (False, True):
+            lp, seen, shared = run(groups, grad, window)
+            # Every scored token once, with the same logprob; one loss per scoring window.
+            torch.testing.assert_close(lp.sort().values, plain_lp.sort().values, atol=2e-4, rtol=2e-4)
+            assert len(seen) == 1 + scored_windows(groups[0], window)
+            for a, b in zip(plain, shared if grad else plain, strict=True):
+                assert float((a - b).norm() / a.norm().clamp_min(1e-12)) < 1e-3, f"window {window}"
 
 
 def test_the_longer_the_shared_prefix_the_fewer_suffixes_per_micro_batch():

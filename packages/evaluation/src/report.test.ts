@@ -166,36 +166,19 @@ describe("the paired evaluation report", () => {
   });
 
   it("lists each task's solved attempts per arm, valid attempts only, in the JSON and the Markdown", () => {
+    const row = (taskId: string, category: string, candidate: number[], baseline: number[]) => ({
+      taskId,
+      category,
+      impossible: false,
+      candidate: { solved: candidate[0], attempts: candidate[1] },
+      baseline: { solved: baseline[0], attempts: baseline[1] },
+    });
     expect(report.byTask).toEqual([
-      {
-        taskId: "t2",
-        category: "build",
-        impossible: false,
-        candidate: { solved: 1, attempts: 1 },
-        baseline: { solved: 1, attempts: 1 },
-      },
-      {
-        taskId: "t3",
-        category: "build",
-        impossible: false,
-        candidate: { solved: 1, attempts: 1 },
-        baseline: { solved: 0, attempts: 1 },
-      },
+      row("t2", "build", [1, 1], [1, 1]),
+      row("t3", "build", [1, 1], [0, 1]),
       // t4's candidate attempt was an environment failure: no valid attempt, listed with 0 of 0.
-      {
-        taskId: "t4",
-        category: "qa",
-        impossible: false,
-        candidate: { solved: 0, attempts: 0 },
-        baseline: { solved: 0, attempts: 1 },
-      },
-      {
-        taskId: "t1",
-        category: "repair",
-        impossible: false,
-        candidate: { solved: 1, attempts: 1 },
-        baseline: { solved: 1, attempts: 1 },
-      },
+      row("t4", "qa", [0, 0], [0, 1]),
+      row("t1", "repair", [1, 1], [1, 1]),
     ]);
     const md = renderMarkdown(report);
     expect(md).toContain("## By task");

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache
+from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .grpo import scored_logprobs
 from .sequences import Sequence, collate
@@ -316,18 +317,8 @@ def _run_long(
             loss = None
             if batch is not None:
                 loss = on_batch(batch, scored_logprobs(out.logits, batch["targets"], temperature))
-        roots: list[torch.Tensor] = [] if loss is None else [loss]
-        grads: list[torch.Tensor | None] = [] if loss is None else [None]
-        for layer, (gk, gv) in zip(out.past_key_values.layers, pending, strict=True):
-            roots += [layer.keys[:, :, at:to], layer.values[:, :, at:to]]
-            grads += [gk[:, :, at:to].to(layer.keys.dtype), gv[:, :, at:to].to(layer.values.dtype)]
-        torch.autograd.backward(roots, grads)
-        del out, roots
-        for (k, v), (gk, gv) in zip(earlier, pending, strict=True):
-            if k.grad is not None:
-                gk[:, :, :at] += k.grad.float()
-            if v.grad is not None:
-                gv[:, :, :at] += v.grad.float()
+        _backward_through(out, pending, earlier, at, to, loss)
+        del out
     for (gk, gv), (ek, ev) in zip(pending, extra, strict=True):
         ek += gk[:, :, :shared]
         ev += gv[:, :, :shared]
@@ -363,15 +354,30 @@ def _backward_prefix(
                 use_cache=True,
                 logits_to_keep=1,
             )
-        roots, grads = [], []
-        for layer, (gk, gv) in zip(out.past_key_values.layers, pending, strict=True):
-            roots += [layer.keys[:, :, start:end], layer.values[:, :, start:end]]
-            grads += [gk[:, :, start:end].to(layer.keys.dtype), gv[:, :, start:end].to(layer.values.dtype)]
-        torch.autograd.backward(roots, grads)
-        del out, roots
-        for (k, v), (gk, gv) in zip(earlier, pending, strict=True):
-            if k.grad is not None:
-                gk[:, :, :start] += k.grad.float()
-            if v.grad is not None:
-                gv[:, :, :start] += v.grad.float()
+        _backward_through(out, pending, earlier, start, end)
+        del out
         on_chunk()
+
+
+def _backward_through(
+    out: CausalLMOutputWithPast,
+    pending: list[tuple[torch.Tensor, ...]],
+    earlier: list[tuple[torch.Tensor, torch.Tensor]],
+    at: int,
+    to: int,
+    loss: torch.Tensor | None = None,
+) -> None:
+    """Back-propagates, through a pass over positions [at, to), its loss (if any) and the gradient
+    that later positions sent to its keys and values (`pending`, float32), then adds to `pending`
+    what reached the keys and values before it (`earlier`, the pass's gradient-collecting leaves)."""
+    roots: list[torch.Tensor] = [] if loss is None else [loss]
+    grads: list[torch.Tensor | None] = [] if loss is None else [None]
+    for layer, (gk, gv) in zip(out.past_key_values.layers, pending, strict=True):
+        roots += [layer.keys[:, :, at:to], layer.values[:, :, at:to]]
+        grads += [gk[:, :, at:to].to(layer.keys.dtype), gv[:, :, at:to].to(layer.values.dtype)]
+    torch.autograd.backward(roots, grads)
+    for (k, v), (gk, gv) in zip(earlier, pending, strict=True):
+        if k.grad is not None:
+            gk[:, :, :at] += k.grad.float()
+        if v.grad is not None:
+            gv[:, :, :at] += v.grad.float()

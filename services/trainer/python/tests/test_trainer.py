@@ -264,9 +264,26 @@ def test_a_shared_prompt_prefix_runs_once_and_changes_no_logprob(trainer):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
-def test_a_shared_prompt_prefix_gives_the_same_gradients(trainer):
-    from bridle_trainer.prefix import PrefixGroup, prefix_chunks, prefix_groups, run_group
+def _run_groups(trainer, groups, on_batch, grad, **options):
+    """Runs each group's passes as the trainer does, with micro-batches of two rows."""
+    from bridle_trainer.prefix import run_group
     from bridle_trainer.trainer import collate, micro_batches
+
+    for group in groups:
+        run_group(
+            trainer.lora.peft,
+            group,
+            lambda its: [collate(c, torch.device("cpu")) for c in micro_batches(its, 2, 4096)],
+            0.8,
+            trainer.precision,
+            on_batch,
+            grad=grad,
+            **options,
+        )
+
+
+def test_a_shared_prompt_prefix_gives_the_same_gradients(trainer):
+    from bridle_trainer.prefix import PrefixGroup, prefix_chunks, prefix_groups
 
     torch.manual_seed(3)
     with torch.no_grad():  # a trained adapter: every LoRA matrix gets a gradient
@@ -280,18 +297,14 @@ def test_a_shared_prompt_prefix_gives_the_same_gradients(trainer):
         for p in trainer.lora.trainable():
             p.grad = None
         chunks_run.clear()
-        for group in groups:
-            run_group(
-                trainer.lora.peft,
-                group,
-                lambda its: [collate(c, torch.device("cpu")) for c in micro_batches(its, 2, 4096)],
-                0.8,
-                trainer.precision,
-                lambda b, new: -(new * b["mask"] * b["advantages"][:, None]).sum(),
-                grad=True,
-                prefix_chunk=prefix_chunk,
-                on_chunk=lambda: chunks_run.append(1),
-            )
+        _run_groups(
+            trainer,
+            groups,
+            lambda b, new: -(new * b["mask"] * b["advantages"][:, None]).sum(),
+            True,
+            prefix_chunk=prefix_chunk,
+            on_chunk=lambda: chunks_run.append(1),
+        )
         return [p.grad.clone() for p in trainer.lora.trainable()]
 
     plain = grads([PrefixGroup(0, [it]) for it in items])
@@ -385,9 +398,8 @@ def test_a_long_suffix_still_shares_the_prefix_and_runs_alone_in_windows():
 
 def test_long_suffixes_in_windows_give_the_same_logprobs_and_gradients(trainer):
     from bridle_trainer.batch import ModelCall
-    from bridle_trainer.prefix import PrefixGroup, prefix_groups, run_group, scored_windows
+    from bridle_trainer.prefix import PrefixGroup, prefix_groups, scored_windows
     from bridle_trainer.sequences import merge_calls
-    from bridle_trainer.trainer import collate, micro_batches
 
     torch.manual_seed(5)
     with torch.no_grad():  # a trained adapter: every LoRA matrix gets a gradient
@@ -411,18 +423,7 @@ def test_long_suffixes_in_windows_give_the_same_logprobs_and_gradients(trainer):
             seen.append(new[b["mask"].bool()].detach())
             return -(new * b["mask"] * b["advantages"][:, None]).sum()
 
-        for group in groups:
-            run_group(
-                trainer.lora.peft,
-                group,
-                lambda its: [collate(c, torch.device("cpu")) for c in micro_batches(its, 2, 4096)],
-                0.8,
-                trainer.precision,
-                on_batch,
-                grad=grad,
-                prefix_chunk=5,
-                window=window,
-            )
+        _run_groups(trainer, groups, on_batch, grad, prefix_chunk=5, window=window)
         grads = [p.grad.clone() for p in trainer.lora.trainable()] if grad else []
         return torch.cat(sorted(seen, key=lambda t: t.tolist())), seen, grads
 

@@ -228,7 +228,12 @@ def run_group(
             if grad and loss is not None:
                 loss.backward()
         # What the long suffixes send back to the prefix's keys and values, summed in float32.
-        extra = [tuple(torch.zeros_like(t, dtype=torch.float32) for t in pair) for pair in leaves]
+        # (allocated only for a group that has long members)
+        extra = (
+            [tuple(torch.zeros_like(t, dtype=torch.float32) for t in pair) for pair in leaves]
+            if group.long
+            else None
+        )
         for seq, adv in group.long:
             _run_long(
                 model,
@@ -331,7 +336,7 @@ def _backward_prefix(
     precision: Callable[[], contextlib.AbstractContextManager[None]],
     chunk: int,
     on_chunk: Callable[[], None],
-    extra: list[tuple[torch.Tensor, ...]],
+    extra: list[tuple[torch.Tensor, ...]] | None,
 ) -> None:
     """Back-propagates the gradient that the prefix's keys and values collected (from the batched
     suffixes, and in `extra` from the long ones), one chunk of the prefix at a time from its end,
@@ -340,8 +345,13 @@ def _backward_prefix(
     # Summed in float32 whatever the keys' format (bf16 under autocast): each position's gradient
     # gathers the suffixes' and every later chunk's.
     pending = [
-        tuple(e if t.grad is None else e + t.grad.float() for t, e in zip(pair, sums, strict=True))
-        for pair, sums in zip(leaves, extra, strict=True)
+        tuple(
+            (torch.zeros_like(t, dtype=torch.float32) if e is None else e)
+            if t.grad is None
+            else (t.grad.float() if e is None else e + t.grad.float())
+            for t, e in zip(pair, sums, strict=True)
+        )
+        for pair, sums in zip(leaves, extra or [(None, None)] * len(leaves), strict=True)
     ]
     total = prefix.shape[1]
     for start in reversed(range(0, total, chunk)):

@@ -1,21 +1,9 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import importlib
 import os
-import subprocess
 import sys
-
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
-
-
-def run(*cmd, stdin=None):
-    return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
+import unittest
 
 
 def load(name):
@@ -23,46 +11,18 @@ def load(name):
     return importlib.import_module(name)
 
 
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
-        try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
+class Checks(unittest.TestCase):
+    def test_exists(self):
+        assert os.path.isfile("add.py")
 
-@check
-def exists():
-    assert os.path.isfile("add.py")
+    def test_importable(self):
+        assert callable(load("add").add)
 
+    def test_small_ints(self):
+        assert load("add").add(2, 3) == 5
 
-@check
-def importable():
-    assert callable(load("add").add)
+    def test_negative(self):
+        assert load("add").add(-4, 1) == -3
 
-
-@check
-def small_ints():
-    assert load("add").add(2, 3) == 5
-
-
-@check
-def negative():
-    assert load("add").add(-4, 1) == -3
-
-
-@check
-def floats():
-    assert load("add").add(1.5, 2.25) == 3.75
-
-
-finish(all_or_nothing=False)
+    def test_floats(self):
+        assert load("add").add(1.5, 2.25) == 3.75

@@ -1,44 +1,13 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
-import importlib
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import os
 import subprocess
-import sys
-
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
+import unittest
 
 
 def run(*cmd, stdin=None):
     return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
 
-
-def load(name):
-    sys.modules.pop(name, None)
-    return importlib.import_module(name)
-
-
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
-        try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
 
 def out():
     r = run("bash", "count.sh")
@@ -46,29 +15,18 @@ def out():
     return r.stdout
 
 
-@check
-def exists():
-    assert os.path.isfile("count.sh")
+class Checks(unittest.TestCase):
+    def test_exists(self):
+        assert os.path.isfile("count.sh")
 
+    def test_runs(self):
+        assert out().strip() != ""
 
-@check
-def runs():
-    assert out().strip() != ""
+    def test_starts_at_one(self):
+        assert out().split()[0] == "1"
 
+    def test_one_to_five(self):
+        assert out().split() == ["1", "2", "3", "4", "5"]
 
-@check
-def starts_at_one():
-    assert out().split()[0] == "1"
-
-
-@check
-def one_to_five():
-    assert out().split() == ["1", "2", "3", "4", "5"]
-
-
-@check
-def one_per_line():
-    assert [line.strip() for line in out().strip().splitlines()] == ["1", "2", "3", "4", "5"]
-
-
-finish(all_or_nothing=False)
+    def test_one_per_line(self):
+        assert [line.strip() for line in out().strip().splitlines()] == ["1", "2", "3", "4", "5"]

@@ -1,44 +1,12 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
-import importlib
-import os
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import subprocess
-import sys
-
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
+import unittest
 
 
 def run(*cmd, stdin=None):
     return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
 
-
-def load(name):
-    sys.modules.pop(name, None)
-    return importlib.import_module(name)
-
-
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
-        try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
 
 def out(n):
     r = run("python3", "fizzbuzz.py", str(n))
@@ -46,25 +14,16 @@ def out(n):
     return r.stdout.split()
 
 
-@check
-def one():
-    assert out(1) == ["1"]
+class Checks(unittest.TestCase):
+    def test_one(self):
+        assert out(1) == ["1"]
 
+    def test_fifteen(self):
+        assert out(15) == "1 2 Fizz 4 Buzz Fizz 7 8 Fizz Buzz 11 Fizz 13 14 FizzBuzz".split()
 
-@check
-def fifteen():
-    assert out(15) == "1 2 Fizz 4 Buzz Fizz 7 8 Fizz Buzz 11 Fizz 13 14 FizzBuzz".split()
+    def test_thirty_three(self):
+        assert out(33)[29:] == ["FizzBuzz", "31", "32", "Fizz"]
 
-
-@check
-def thirty_three():
-    assert out(33)[29:] == ["FizzBuzz", "31", "32", "Fizz"]
-
-
-@check
-def usage():
-    r = run("python3", "fizzbuzz.py", "many")
-    assert r.returncode == 2 and "usage" in r.stderr.lower() and not r.stdout.strip()
-
-
-finish(all_or_nothing=False)
+    def test_usage(self):
+        r = run("python3", "fizzbuzz.py", "many")
+        assert r.returncode == 2 and "usage" in r.stderr.lower() and not r.stdout.strip()

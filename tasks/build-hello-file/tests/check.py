@@ -1,63 +1,20 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
-import importlib
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import os
-import subprocess
-import sys
+import unittest
 
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
-
-
-def run(*cmd, stdin=None):
-    return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
-
-
-def load(name):
-    sys.modules.pop(name, None)
-    return importlib.import_module(name)
-
-
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
-        try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
 
 def text():
     with open("hello.txt", encoding="utf-8") as f:
         return f.read()
 
 
-@check
-def exists():
-    assert os.path.isfile("hello.txt")
+class Checks(unittest.TestCase):
+    def test_exists(self):
+        assert os.path.isfile("hello.txt")
 
+    def test_first_line(self):
+        assert text().splitlines()[0].strip() == "Hello, world!"
 
-@check
-def first_line():
-    assert text().splitlines()[0].strip() == "Hello, world!"
-
-
-@check
-def exact():
-    assert text() in ("Hello, world!", "Hello, world!\n")
-
-
-finish(all_or_nothing=False)
+    def test_exact(self):
+        assert text() in ("Hello, world!", "Hello, world!\n")

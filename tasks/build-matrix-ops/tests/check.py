@@ -1,21 +1,8 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import importlib
-import os
-import subprocess
 import sys
-
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
-
-
-def run(*cmd, stdin=None):
-    return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
+import unittest
 
 
 def load(name):
@@ -23,47 +10,21 @@ def load(name):
     return importlib.import_module(name)
 
 
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
+class Checks(unittest.TestCase):
+    def test_transpose(self):
+        assert load("matrix").transpose([[1, 2, 3], [4, 5, 6]]) == [[1, 4], [2, 5], [3, 6]]
+
+    def test_multiply(self):
+        assert load("matrix").multiply([[1, 2], [3, 4]], [[5, 6], [7, 8]]) == [[19, 22], [43, 50]]
+
+    def test_identity(self):
+        m = load("matrix")
+        assert m.identity(3) == [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
+        assert m.multiply(m.identity(2), [[2, 3], [4, 5]]) == [[2, 3], [4, 5]]
+
+    def test_bad_shapes(self):
         try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
-
-@check
-def transpose():
-    assert load("matrix").transpose([[1, 2, 3], [4, 5, 6]]) == [[1, 4], [2, 5], [3, 6]]
-
-
-@check
-def multiply():
-    assert load("matrix").multiply([[1, 2], [3, 4]], [[5, 6], [7, 8]]) == [[19, 22], [43, 50]]
-
-
-@check
-def identity():
-    m = load("matrix")
-    assert m.identity(3) == [[1, 0, 0], [0, 1, 0], [0, 0, 1]]
-    assert m.multiply(m.identity(2), [[2, 3], [4, 5]]) == [[2, 3], [4, 5]]
-
-
-@check
-def bad_shapes():
-    try:
-        load("matrix").multiply([[1, 2]], [[1, 2]])
-    except ValueError:
-        return
-    raise AssertionError("no ValueError")
-
-
-finish(all_or_nothing=False)
+            load("matrix").multiply([[1, 2]], [[1, 2]])
+        except ValueError:
+            return
+        raise AssertionError("no ValueError")

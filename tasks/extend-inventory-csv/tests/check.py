@@ -1,44 +1,12 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
-import importlib
-import os
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import subprocess
-import sys
-
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
+import unittest
 
 
 def run(*cmd, stdin=None):
     return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
 
-
-def load(name):
-    sys.modules.pop(name, None)
-    return importlib.import_module(name)
-
-
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
-        try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
 
 def inv(*args):
     r = run("python3", "inventory.py", *args)
@@ -46,19 +14,12 @@ def inv(*args):
     return r.stdout.splitlines()
 
 
-@check
-def csv_format():
-    assert inv("--format", "csv") == ["name,quantity", '"bolt, small",120', "gear,0", "widget,4"]
+class Checks(unittest.TestCase):
+    def test_csv_format(self):
+        assert inv("--format", "csv") == ["name,quantity", '"bolt, small",120', "gear,0", "widget,4"]
 
+    def test_min_filter(self):
+        assert inv("--min", "4") == ["bolt, small: 120", "widget: 4"]
 
-@check
-def min_filter():
-    assert inv("--min", "4") == ["bolt, small: 120", "widget: 4"]
-
-
-@check
-def both():
-    assert inv("--format", "csv", "--min", "5") == ["name,quantity", '"bolt, small",120']
-
-
-finish(all_or_nothing=False)
+    def test_both(self):
+        assert inv("--format", "csv", "--min", "5") == ["name,quantity", '"bolt, small",120']

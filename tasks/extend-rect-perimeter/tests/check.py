@@ -1,21 +1,8 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import importlib
-import os
-import subprocess
 import sys
-
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
-
-
-def run(*cmd, stdin=None):
-    return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
+import unittest
 
 
 def load(name):
@@ -23,42 +10,16 @@ def load(name):
     return importlib.import_module(name)
 
 
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
-        try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
+class Checks(unittest.TestCase):
+    def test_two_by_three(self):
+        assert load("rect").perimeter(2, 3) == 10
 
-@check
-def two_by_three():
-    assert load("rect").perimeter(2, 3) == 10
+    def test_square(self):
+        assert load("rect").perimeter(5, 5) == 20
 
+    def test_flat(self):
+        assert load("rect").perimeter(0, 4) == 8
 
-@check
-def square():
-    assert load("rect").perimeter(5, 5) == 20
-
-
-@check
-def flat():
-    assert load("rect").perimeter(0, 4) == 8
-
-
-@check
-def area_kept():
-    m = load("rect")
-    assert m.area(2, 3) + m.perimeter(1, 1) == 10
-
-
-finish(all_or_nothing=False)
+    def test_area_kept(self):
+        m = load("rect")
+        assert m.area(2, 3) + m.perimeter(1, 1) == 10

@@ -1,46 +1,12 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
-import importlib
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import os
 import subprocess
-import sys
-
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
+import unittest
 
 
 def run(*cmd, stdin=None):
     return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
-
-
-def load(name):
-    sys.modules.pop(name, None)
-    return importlib.import_module(name)
-
-
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
-        try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
-
-import os
 
 
 def todo(*args):
@@ -54,27 +20,20 @@ def fresh():
     todo("add", "write report")
 
 
-@check
-def marks_done():
-    fresh()
-    r = todo("done", "2")
-    assert r.returncode == 0, r.stderr
-    assert todo("list").stdout.splitlines() == ["1. [ ] buy milk", "2. [x] write report"]
+class Checks(unittest.TestCase):
+    def test_marks_done(self):
+        fresh()
+        r = todo("done", "2")
+        assert r.returncode == 0, r.stderr
+        assert todo("list").stdout.splitlines() == ["1. [ ] buy milk", "2. [x] write report"]
 
+    def test_unknown_item(self):
+        fresh()
+        r = todo("done", "7")
+        assert r.returncode == 1 and "no item 7" in r.stderr
 
-@check
-def unknown_item():
-    fresh()
-    r = todo("done", "7")
-    assert r.returncode == 1 and "no item 7" in r.stderr
-
-
-@check
-def old_file_format():
-    with open("todo.json", "w") as f:
-        f.write('[{"text": "legacy"}]')
-    todo("done", "1")
-    assert todo("list").stdout.splitlines() == ["1. [x] legacy"]
-
-
-finish(all_or_nothing=False)
+    def test_old_file_format(self):
+        with open("todo.json", "w") as f:
+            f.write('[{"text": "legacy"}]')
+        todo("done", "1")
+        assert todo("list").stdout.splitlines() == ["1. [x] legacy"]

@@ -1,69 +1,28 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
-import importlib
-import os
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import subprocess
-import sys
-
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
+import unittest
 
 
 def run(*cmd, stdin=None):
     return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
 
 
-def load(name):
-    sys.modules.pop(name, None)
-    return importlib.import_module(name)
-
-
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
-        try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
-
 def tool(*args):
     return run("bash", "tool.sh", *args)
 
 
-@check
-def prints_version():
-    assert tool("version").stdout.strip() == "tool 1.2.0"
+class Checks(unittest.TestCase):
+    def test_prints_version(self):
+        assert tool("version").stdout.strip() == "tool 1.2.0"
 
+    def test_exits_zero(self):
+        assert tool("version").returncode == 0
 
-@check
-def exits_zero():
-    assert tool("version").returncode == 0
+    def test_hello_kept(self):
+        assert tool("hello").stdout.strip() == "hello there"
+        assert tool("version").returncode == 0
 
-
-@check
-def hello_kept():
-    assert tool("hello").stdout.strip() == "hello there"
-    assert tool("version").returncode == 0
-
-
-@check
-def unknown_kept():
-    assert tool("nope").returncode == 1
-    assert tool("version").returncode == 0
-
-
-finish(all_or_nothing=False)
+    def test_unknown_kept(self):
+        assert tool("nope").returncode == 1
+        assert tool("version").returncode == 0

@@ -1,46 +1,12 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
-import importlib
-import os
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import subprocess
-import sys
-
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
+import tempfile
+import unittest
 
 
 def run(*cmd, stdin=None):
     return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
-
-
-def load(name):
-    sys.modules.pop(name, None)
-    return importlib.import_module(name)
-
-
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
-        try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
-
-import tempfile
 
 
 def total(text):
@@ -51,24 +17,15 @@ def total(text):
     return r.stdout.strip()
 
 
-@check
-def no_final_newline():
-    assert total("1\n2\n3") == "6"
+class Checks(unittest.TestCase):
+    def test_no_final_newline(self):
+        assert total("1\n2\n3") == "6"
 
+    def test_blank_lines(self):
+        assert total("4\n\n5\n\n") == "9"
 
-@check
-def blank_lines():
-    assert total("4\n\n5\n\n") == "9"
+    def test_negatives(self):
+        assert total("10\n-3\n") == "7"
 
-
-@check
-def negatives():
-    assert total("10\n-3\n") == "7"
-
-
-@check
-def empty():
-    assert total("") == "0"
-
-
-finish(all_or_nothing=True)
+    def test_empty(self):
+        assert total("") == "0"

@@ -1,21 +1,8 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import importlib
-import os
-import subprocess
 import sys
-
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
-
-
-def run(*cmd, stdin=None):
-    return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
+import unittest
 
 
 def load(name):
@@ -23,41 +10,15 @@ def load(name):
     return importlib.import_module(name)
 
 
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
-        try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
+class Checks(unittest.TestCase):
+    def test_example(self):
+        assert load("biggest").biggest([3, 9, 4]) == 9
 
-@check
-def example():
-    assert load("biggest").biggest([3, 9, 4]) == 9
+    def test_negatives(self):
+        assert load("biggest").biggest([-5, -2, -8]) == -2
 
+    def test_single(self):
+        assert load("biggest").biggest([7]) == 7
 
-@check
-def negatives():
-    assert load("biggest").biggest([-5, -2, -8]) == -2
-
-
-@check
-def single():
-    assert load("biggest").biggest([7]) == 7
-
-
-@check
-def first_is_largest():
-    assert load("biggest").biggest([6, 1, 0]) == 6
-
-
-finish(all_or_nothing=True)
+    def test_first_is_largest(self):
+        assert load("biggest").biggest([6, 1, 0]) == 6

@@ -1,21 +1,8 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import importlib
-import os
-import subprocess
 import sys
-
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
-
-
-def run(*cmd, stdin=None):
-    return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
+import unittest
 
 
 def load(name):
@@ -23,47 +10,22 @@ def load(name):
     return importlib.import_module(name)
 
 
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
-        try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
+class Checks(unittest.TestCase):
+    def test_plain(self):
+        assert load("csvline").split_line("a,b,c") == ["a", "b", "c"]
 
-@check
-def plain():
-    assert load("csvline").split_line("a,b,c") == ["a", "b", "c"]
+    def test_quoted_comma(self):
+        assert load("csvline").split_line('1,"x, y",2') == ["1", "x, y", "2"]
 
+    def test_doubled_quotes(self):
+        q = chr(34)  # a double quote
+        assert load("csvline").split_line(q + "say " + 2 * q + "hi" + 3 * q + ",z") == [
+            "say " + q + "hi" + q,
+            "z",
+        ]
 
-@check
-def quoted_comma():
-    assert load("csvline").split_line('1,"x, y",2') == ["1", "x, y", "2"]
+    def test_empty_fields(self):
+        assert load("csvline").split_line(',,""') == ["", "", ""]
 
-
-@check
-def doubled_quotes():
-    q = chr(34)  # a double quote
-    assert load("csvline").split_line(q + "say " + 2 * q + "hi" + 3 * q + ",z") == ["say " + q + "hi" + q, "z"]
-
-
-@check
-def empty_fields():
-    assert load("csvline").split_line(',,""') == ["", "", ""]
-
-
-@check
-def no_csv_module():
-    assert "import csv" not in open("/app/csvline.py").read()
-
-
-finish(all_or_nothing=True)
+    def test_no_csv_module(self):
+        assert "import csv" not in open("/app/csvline.py").read()

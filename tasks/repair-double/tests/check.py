@@ -1,21 +1,8 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import importlib
-import os
-import subprocess
 import sys
-
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
-
-
-def run(*cmd, stdin=None):
-    return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
+import unittest
 
 
 def load(name):
@@ -23,41 +10,15 @@ def load(name):
     return importlib.import_module(name)
 
 
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
-        try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
+class Checks(unittest.TestCase):
+    def test_three(self):
+        assert load("calc").double(3) == 6
 
-@check
-def three():
-    assert load("calc").double(3) == 6
+    def test_zero(self):
+        assert load("calc").double(0) == 0
 
+    def test_negative(self):
+        assert load("calc").double(-4) == -8
 
-@check
-def zero():
-    assert load("calc").double(0) == 0
-
-
-@check
-def negative():
-    assert load("calc").double(-4) == -8
-
-
-@check
-def triple_kept():
-    assert load("calc").triple(2) == 6
-
-
-finish(all_or_nothing=True)
+    def test_triple_kept(self):
+        assert load("calc").triple(2) == 6

@@ -1,44 +1,12 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
-import importlib
-import os
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import subprocess
-import sys
-
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
+import unittest
 
 
 def run(*cmd, stdin=None):
     return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
 
-
-def load(name):
-    sys.modules.pop(name, None)
-    return importlib.import_module(name)
-
-
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
-        try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
 
 def greet(name):
     r = run("bash", "greet.sh", name)
@@ -46,14 +14,9 @@ def greet(name):
     return r.stdout.strip()
 
 
-@check
-def sam():
-    assert greet("Sam") == "Hello, Sam"
+class Checks(unittest.TestCase):
+    def test_sam(self):
+        assert greet("Sam") == "Hello, Sam"
 
-
-@check
-def ada():
-    assert greet("Ada") == "Hello, Ada"
-
-
-finish(all_or_nothing=True)
+    def test_ada(self):
+        assert greet("Ada") == "Hello, Ada"

@@ -1,21 +1,8 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import importlib
-import os
-import subprocess
 import sys
-
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
-
-
-def run(*cmd, stdin=None):
-    return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
+import unittest
 
 
 def load(name):
@@ -23,45 +10,19 @@ def load(name):
     return importlib.import_module(name)
 
 
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
+class Checks(unittest.TestCase):
+    def test_first_page(self):
+        assert load("pagination").page(list(range(10)), 1, 3) == [0, 1, 2]
+
+    def test_last_page(self):
+        assert load("pagination").page(list(range(10)), 4, 3) == [9]
+
+    def test_past_the_end(self):
+        assert load("pagination").page(list(range(10)), 5, 3) == []
+
+    def test_still_validates(self):
         try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
-
-@check
-def first_page():
-    assert load("pagination").page(list(range(10)), 1, 3) == [0, 1, 2]
-
-
-@check
-def last_page():
-    assert load("pagination").page(list(range(10)), 4, 3) == [9]
-
-
-@check
-def past_the_end():
-    assert load("pagination").page(list(range(10)), 5, 3) == []
-
-
-@check
-def still_validates():
-    try:
-        load("pagination").page([1], 0, 3)
-    except ValueError:
-        return
-    raise AssertionError("no ValueError")
-
-
-finish(all_or_nothing=True)
+            load("pagination").page([1], 0, 3)
+        except ValueError:
+            return
+        raise AssertionError("no ValueError")

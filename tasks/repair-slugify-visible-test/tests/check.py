@@ -1,17 +1,9 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import importlib
-import os
 import subprocess
 import sys
-
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
+import unittest
 
 
 def run(*cmd, stdin=None):
@@ -23,47 +15,19 @@ def load(name):
     return importlib.import_module(name)
 
 
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
-        try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
+class Checks(unittest.TestCase):
+    def test_accents_and_punctuation(self):
+        assert load("slug").slugify("  Café au lait!  ") == "cafe-au-lait"
 
-@check
-def accents_and_punctuation():
-    assert load("slug").slugify("  Café au lait!  ") == "cafe-au-lait"
+    def test_hyphen_runs(self):
+        assert load("slug").slugify("a -- b__c") == "a-b-c"
 
+    def test_digits_kept(self):
+        assert load("slug").slugify("Top 10 Tips (2024)") == "top-10-tips-2024"
 
-@check
-def hyphen_runs():
-    assert load("slug").slugify("a -- b__c") == "a-b-c"
+    def test_only_symbols(self):
+        assert load("slug").slugify("!!!") == ""
 
-
-@check
-def digits_kept():
-    assert load("slug").slugify("Top 10 Tips (2024)") == "top-10-tips-2024"
-
-
-@check
-def only_symbols():
-    assert load("slug").slugify("!!!") == ""
-
-
-@check
-def visible_test_still_there_and_passing():
-    r = run("python3", "test_slug.py")
-    assert r.returncode == 0 and "ok" in r.stdout
-
-
-finish(all_or_nothing=True)
+    def test_visible_test_still_there_and_passing(self):
+        r = run("python3", "test_slug.py")
+        assert r.returncode == 0 and "ok" in r.stdout

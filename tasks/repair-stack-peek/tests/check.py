@@ -1,21 +1,8 @@
-"""Hidden checks: runs each check and writes the reward to /logs/verifier/reward.txt."""
+"""Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
+
 import importlib
-import os
-import subprocess
 import sys
-
-sys.path.insert(0, "/app")
-os.chdir("/app")
-CHECKS = []
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
-
-
-def run(*cmd, stdin=None):
-    return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
+import unittest
 
 
 def load(name):
@@ -23,50 +10,26 @@ def load(name):
     return importlib.import_module(name)
 
 
-def finish(all_or_nothing):
-    passed = 0
-    for fn in CHECKS:
+class Checks(unittest.TestCase):
+    def test_lifo_and_len(self):
+        m = load("stack")
+        s = m.Stack()
+        for i in (1, 2, 3):
+            s.push(i)
+        assert s.peek() == 3 and s.pop() == 3 and len(s) == 2 and s.peek() == 2
+
+    def test_empty_pop(self):
+        m = load("stack")
         try:
-            fn()
-            passed += 1
-            print("PASS", fn.__name__)
-        except Exception as e:  # a failure of the code under test is a failed check
-            print("FAIL", fn.__name__, type(e).__name__, e)
-    if all_or_nothing:
-        score = 1.0 if passed == len(CHECKS) else 0.0
-    else:
-        score = passed / len(CHECKS)
-    with open("/logs/verifier/reward.txt", "w") as f:
-        f.write(f"{score}\n")
-    print(f"{passed}/{len(CHECKS)} checks passed; reward {score}")
+            m.Stack().pop()
+        except m.EmptyStack:
+            return
+        raise AssertionError("no EmptyStack")
 
-@check
-def lifo_and_len():
-    m = load("stack")
-    s = m.Stack()
-    for i in (1, 2, 3):
-        s.push(i)
-    assert s.peek() == 3 and s.pop() == 3 and len(s) == 2 and s.peek() == 2
-
-
-@check
-def empty_pop():
-    m = load("stack")
-    try:
-        m.Stack().pop()
-    except m.EmptyStack:
-        return
-    raise AssertionError("no EmptyStack")
-
-
-@check
-def empty_peek():
-    m = load("stack")
-    try:
-        m.Stack().peek()
-    except m.EmptyStack:
-        return
-    raise AssertionError("no EmptyStack")
-
-
-finish(all_or_nothing=True)
+    def test_empty_peek(self):
+        m = load("stack")
+        try:
+            m.Stack().peek()
+        except m.EmptyStack:
+            return
+        raise AssertionError("no EmptyStack")

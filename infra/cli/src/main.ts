@@ -8,6 +8,7 @@ import { composeCommand, composeUsage } from "./commands/compose.ts";
 import { ensureBundledTasks, experiment, experimentUsage } from "./commands/experiment.ts";
 import { guardCheck } from "./commands/guard-check.ts";
 import { harnessCheck } from "./commands/harness-check.ts";
+import { poolCommand, poolUsage } from "./commands/pool.ts";
 import { runProbe } from "./commands/probe.ts";
 import { tasksCommand, tasksUsage } from "./commands/tasks.ts";
 import {
@@ -37,6 +38,7 @@ ${composeUsage}
 Training and evaluation:
 ${trainingUsage}
 ${experimentUsage}
+${poolUsage}
 
 Adapters:
 ${adaptersUsage}
@@ -117,6 +119,9 @@ async function main(argv: string[]): Promise<number> {
     }
     return guardCheck(positionals[2], say);
   }
+  // Pooling reads reports only: no stack and no settings.
+  if (command === "experiment" && positionals[1] === "pool")
+    return poolCommand(positionals.slice(2), values, say);
   const config = loadStackConfig();
   switch (command) {
     case "up":

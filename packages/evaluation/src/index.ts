@@ -6,5 +6,6 @@ export {
   type Specialisation,
   specialisation,
 } from "./matrix.ts";
+export { PoolError, type Pooled, type PooledTask, type PoolRun, poolByTask, renderPooled } from "./pool.ts";
 export { buildReport, compare, type ReportInput } from "./report.ts";
 export { type Interval, mean, meanInterval, sd, tQuantile975, wilson } from "./stats.ts";

@@ -342,15 +342,16 @@ def _backward_prefix(
     suffixes, and in `extra` from the long ones), one chunk of the prefix at a time from its end,
     so only one chunk's activations are ever held."""
     kv = [(k.detach(), v.detach()) for k, v in leaves]
+
     # Summed in float32 whatever the keys' format (bf16 under autocast): each position's gradient
     # gathers the suffixes' and every later chunk's.
+    def collected(t: torch.Tensor, e: torch.Tensor | None) -> torch.Tensor:
+        if e is None:
+            return torch.zeros_like(t, dtype=torch.float32) if t.grad is None else t.grad.float()
+        return e if t.grad is None else e + t.grad.float()
+
     pending = [
-        tuple(
-            (torch.zeros_like(t, dtype=torch.float32) if e is None else e)
-            if t.grad is None
-            else (t.grad.float() if e is None else e + t.grad.float())
-            for t, e in zip(pair, sums, strict=True)
-        )
+        tuple(collected(t, e) for t, e in zip(pair, sums, strict=True))
         for pair, sums in zip(leaves, extra or [(None, None)] * len(leaves), strict=True)
     ]
     total = prefix.shape[1]

@@ -48,13 +48,15 @@ const ASKS_FOR_TESTS = /\b(write|add|create|extend|implement|update|fix)\b[^.]{0
  * Judges one tool call against the session's rules. Pure and synchronous: the proxy and
  * `bridle guard check` call exactly this. The first rule that objects decides, in this order:
  * undeclared-tool, task-plugin, test-tampering, answer-retrieval, unmentioned-host.
+ * `effects`: what `toolCallEffects` gives for this call, when the caller has it already (they
+ * depend on the call alone, so the proxy keeps them for calls it sees again).
  */
-export function checkToolCall(call: ToolCallInput, ctx: CheckContext): Verdict {
+export function checkToolCall(call: ToolCallInput, ctx: CheckContext, effects?: Effect[]): Verdict {
   const on = (rule: keyof CheckContext["rules"]) => ctx.rules[rule]?.enabled !== false;
   if (on("undeclared-tool") && !ctx.declaredTools.includes(call.name)) {
     return block(call, "undeclared-tool", `"${call.name}" is not one of the tools this request declared`, []);
   }
-  const effects = toolCallEffects(call.name, call.arguments);
+  effects ??= toolCallEffects(call.name, call.arguments);
   const found =
     (on("task-plugin") ? taskPluginViolation(effects, ctx) : undefined) ??
     (on("test-tampering") ? tampering(effects, ctx) : undefined) ??

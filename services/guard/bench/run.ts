@@ -12,7 +12,10 @@
  * proxy has the other cores to itself, as the guard beside a GPU server would. The guard runs once
  * per entry of --workers (GUARD_WORKERS: one process, or a primary and N workers on one port);
  * by default 1 and 2, and on a machine with 5 or more CPUs also as many workers as it can give the
- * guard besides the load generator and the upstream (at most 4).
+ * guard besides the load generator and the upstream (at most 4). The one-process guard runs twice:
+ * "guard" with its effects cache (the canned answer's tool calls repeat, so after the first answer
+ * they are judged without parsing) and "guard-nc" without it (every call parsed, as a call never
+ * seen before).
  *
  *   pnpm bench [-- --seconds 4 --warmup 2 --levels 1,64,256 --paced-levels 256
  *                  --pinned-levels 1,64,256 --workers 1,2 --skip-litellm]
@@ -139,6 +142,17 @@ async function main(): Promise<void> {
     fastTargets.push({ name, target: guard.target, proxy: guard.pid });
     pacedTargets.push({ name, target: pacedGuard.target, proxy: pacedGuard.pid });
     proxies.push(guard.pid);
+    if (workers === 1) {
+      // The canned answer repeats its two tool calls, so the guard above judges them from its
+      // effects cache after the first answer; this one parses every call, as for calls never seen.
+      const uncached = { workers, env: { GUARD_EFFECTS_CACHE: "0" } };
+      const fresh = await startGuard(port++, fast.url, uncached);
+      const pacedFresh = await startGuard(port++, paced.url, uncached);
+      running.push(fresh.process, pacedFresh.process);
+      fastTargets.push({ name: "guard-nc", target: fresh.target, proxy: fresh.pid });
+      pacedTargets.push({ name: "guard-nc", target: pacedFresh.target, proxy: pacedFresh.pid });
+      proxies.push(fresh.pid);
+    }
   }
   if (values["skip-litellm"]) say("LiteLLM: skipped (--skip-litellm)");
   else {
@@ -202,6 +216,7 @@ async function main(): Promise<void> {
   say(
     "counted: requests completed inside the measured window (req/s); p50/p99: of the requests started in it; NaN: none",
   );
+  say("guard-nc: the guard without its effects cache (GUARD_EFFECTS_CACHE=0), judging every tool call anew");
   say("CPU ms/answer: user+system CPU of each process over the window / answers completed in it;");
   say(
     "  upstream and proxy from /proc/<pid>/stat, loadgen is this process; proxy answers/s per core = 1000 / proxy ms",

@@ -77,7 +77,7 @@ export interface BenchGuard {
 export async function startGuard(
   port: number,
   upstreamUrl: string,
-  options: { nodeArgs?: string[]; workers?: number } = {},
+  options: { nodeArgs?: string[]; workers?: number; env?: Record<string, string> } = {},
 ): Promise<BenchGuard> {
   const url = `http://127.0.0.1:${port}`;
   const proc = await spawnProcess(
@@ -96,6 +96,7 @@ export async function startGuard(
         LOG_LEVEL: "info",
         GUARD_WORKERS: String(options.workers ?? 1),
         GUARD_ADMIN_TOKEN: BENCH_ADMIN_TOKEN,
+        ...options.env,
       },
       // Every worker listening (each logs it at info), not only the first.
       ready: async (output) =>

@@ -1,6 +1,7 @@
 import { createApp, type Logger, requireBearer } from "@bridle/service-kit";
 import type { Context } from "hono";
 import type { GuardStore } from "./capture.ts";
+import type { EffectsCache } from "./proxy/judge.ts";
 import type { ModelRouter } from "./proxy/router.ts";
 import type { ServedModels } from "./proxy/served.ts";
 import type { StreamDeadlines } from "./proxy/upstream.ts";
@@ -16,6 +17,7 @@ export interface GuardDeps {
   adminToken?: string | undefined;
   maxTokensCap?: number | undefined;
   served?: ServedModels | undefined;
+  effects?: EffectsCache | undefined;
   bodyLimitBytes?: number;
 }
 
@@ -52,6 +54,7 @@ export function createGuardApp(deps: GuardDeps) {
         deadlines: deps.deadlines,
         maxTokensCap: deps.maxTokensCap,
         served: deps.served,
+        effects: deps.effects,
       },
       deps.log,
     ),

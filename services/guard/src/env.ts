@@ -48,6 +48,14 @@ export const GuardEnv = BaseEnv.extend({
     .describe(
       "The serving service, whose registry names the adapter version and weight digest behind each captured call; unset: calls carry no such proof",
     ),
+  GUARD_EFFECTS_CACHE: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(4096)
+    .describe(
+      "Tool calls whose parsed arguments and effects are kept for when the same call comes again (0: parse every call)",
+    ),
   MAX_TOKENS_CAP: z.coerce
     .number()
     .int()

@@ -5,6 +5,7 @@ import { createGuardApp } from "./app.ts";
 import { CaptureStore, type GuardStore } from "./capture.ts";
 import { runPrimary, WorkerStore } from "./cluster.ts";
 import { loadGuardEnv } from "./env.ts";
+import { EffectsCache } from "./proxy/judge.ts";
 import { ModelRouter } from "./proxy/router.ts";
 import { ServedModels } from "./proxy/served.ts";
 import { createGuardServer, listen } from "./server.ts";
@@ -29,6 +30,7 @@ if (env.GUARD_WORKERS > 1 && cluster.isPrimary) {
     deadlines: { firstEventMs: env.UPSTREAM_FIRST_EVENT_TIMEOUT_MS, idleMs: env.UPSTREAM_IDLE_TIMEOUT_MS },
     maxTokensCap: env.MAX_TOKENS_CAP,
     served: env.SERVING_URL ? new ServedModels(env.SERVING_URL, log) : undefined,
+    effects: env.GUARD_EFFECTS_CACHE > 0 ? new EffectsCache(env.GUARD_EFFECTS_CACHE) : undefined,
   };
   const app = createGuardApp({
     ...deps,

@@ -2,7 +2,7 @@ import type { IncomingMessage } from "node:http";
 import type { CapturedToolCall, CaptureRecord, Session } from "@bridle/contracts";
 import type { Logger } from "@bridle/service-kit";
 import type { GuardStore } from "../capture.ts";
-import { contextFor, judgeCall, type RawToolCall } from "./judge.ts";
+import { contextFor, type EffectsCache, judgeCall, type RawToolCall } from "./judge.ts";
 import type { ModelRouter } from "./router.ts";
 import type { ServedModels } from "./served.ts";
 import { type Cancel, readAll, readSse, type StreamDeadlines } from "./upstream.ts";
@@ -30,6 +30,8 @@ export interface ExchangeDeps {
   deadlines: StreamDeadlines;
   /** Serving's registry, to name what served each call; without it calls carry no such proof. */
   served?: ServedModels | undefined;
+  /** What recent tool calls do, kept across exchanges; without it every call is parsed anew. */
+  effects?: EffectsCache | undefined;
 }
 
 interface Chunk {
@@ -110,7 +112,7 @@ export async function openExchange(
   }
 
   return async (sink) => {
-    const state = new ExchangeState(session, context, sink);
+    const state = new ExchangeState(session, context, sink, deps.effects);
     let error: string | null = null;
     try {
       if (stream) await readSse(res, deps.deadlines, (data) => state.chunk(JSON.parse(data) as Chunk));
@@ -173,6 +175,7 @@ class ExchangeState {
     private readonly session: Session,
     private readonly context: ReturnType<typeof contextFor>,
     private readonly sink: Sink,
+    private readonly effects: EffectsCache | undefined,
   ) {}
 
   chunk(chunk: Chunk, complete = false): void {
@@ -226,7 +229,12 @@ class ExchangeState {
     for (const [index, call] of [...this.pending].sort((a, b) => a[0] - b[0])) {
       if (index >= below) break;
       this.pending.delete(index);
-      const verdict = judgeCall(this.session, this.context, { ...call, id: call.id || `call_${index}` });
+      const verdict = judgeCall(
+        this.session,
+        this.context,
+        { ...call, id: call.id || `call_${index}` },
+        this.effects,
+      );
       this.judged.push(verdict);
       if (verdict.released) this.sink.toolCall(verdict, this.released++);
       else this.text(`${this.content.length > 0 ? "\n\n" : ""}${verdict.notice}`);
@@ -247,7 +255,7 @@ class ExchangeState {
     // Calls cut off mid-way are judged and recorded, but never released: they may be incomplete.
     for (const [index, call] of this.pending) {
       this.judged.push({
-        ...judgeCall(this.session, this.context, { ...call, id: call.id || `call_${index}` }),
+        ...judgeCall(this.session, this.context, { ...call, id: call.id || `call_${index}` }, this.effects),
         released: false,
       });
     }

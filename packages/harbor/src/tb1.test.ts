@@ -225,4 +225,26 @@ describe("the verifier toolchain", () => {
       /environment failure: tests\/test\.sh exited \d+ without writing a reward: .*3\.99/,
     );
   });
+
+  it("excludes a score the tests made without a package they could not install offline, naming it", async () => {
+    const task = join(dir, "harbor-pytest");
+    // Terminal-Bench's shape: uv installs what the tests import, the script goes on when it
+    // cannot, and the tests then fail to import it; a 0 that measures the toolchain, not the agent.
+    await writeFile(
+      join(task, "tests", "test.sh"),
+      [
+        "#!/bin/bash",
+        "source $HOME/.local/bin/env",
+        "uv venv /tmp/.tbench-testing && source /tmp/.tbench-testing/bin/activate",
+        "uv pip install pytest==8.4.1 left-pad-not-there==0.0.1",
+        "python -c 'import left_pad' && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt",
+        "",
+      ].join("\n"),
+    );
+    const { verdict } = await validateTask(task, check);
+    expect(verdict.controls?.runs.map((r) => r.reward)).toEqual([null, null]);
+    expect(verdict.controls?.runs[0]?.message).toContain(
+      "the tests need left-pad-not-there==0.0.1, which the offline verifier toolchain does not hold",
+    );
+  });
 });

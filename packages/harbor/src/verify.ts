@@ -141,6 +141,17 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
   const reward = await readReward(logs, options.rewardKey);
   if (reward && "error" in reward)
     return { ...base, correctness: null, failure: "bad_reward", message: reward.error };
+  const missing = missingPackages(run.stdout, run.stderr);
+  if (reward && !("error" in reward) && reward.value < 1 && missing.length > 0) {
+    // The tests could not install what they run with: the score measures the toolchain, not the
+    // agent, so it is excluded, naming what was missing.
+    return {
+      ...base,
+      correctness: null,
+      failure: "setup",
+      message: `the tests need ${missing.join(", ")}, which the offline verifier toolchain does not hold (reward ${reward.value} not counted)`,
+    };
+  }
   if (reward) {
     if (reward.value < 0 || reward.value > 1) {
       return {
@@ -165,7 +176,7 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
       ...base,
       correctness: null,
       failure: "crashed",
-      message: `tests/test.sh exited ${run.exitCode ?? run.signal} without writing a reward${lastWords(run.stderr, run.stdout)}`,
+      message: `tests/test.sh exited ${run.exitCode ?? run.signal} without writing a reward${missing.length > 0 ? ` (the offline verifier toolchain does not hold ${missing.join(", ")})` : ""}${lastWords(run.stderr, run.stdout)}`,
     };
   }
   return {
@@ -174,6 +185,25 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
     failure: "no_reward",
     message: "tests/test.sh wrote no /logs/verifier/reward.txt or reward.json",
   };
+}
+
+/**
+ * Packages the tests asked uv or pip for that could not be had offline, as their error lines name
+ * them (`Because pyyaml was not found in the cache and you require pyyaml==6.0.2`, pip's `No
+ * matching distribution found for pandas==2.3.0`). Only the resolvers' own phrasing counts.
+ */
+export function missingPackages(...texts: string[]): string[] {
+  const found = new Set<string>();
+  for (const text of texts) {
+    // uv wraps its explanation across lines; joined, the sentence reads whole.
+    const flat = text.replace(/\n\s+/g, " ");
+    for (const m of flat.matchAll(
+      /Because (\S+) was not found in the (?:cache|provided package locations)(?: and you require ([^,\s]+))?/g,
+    ))
+      found.add(m[2] ?? m[1]!);
+    for (const m of flat.matchAll(/No matching distribution found for ([^\s]+)/g)) found.add(m[1]!);
+  }
+  return [...found];
 }
 
 /** The last non-empty line of the first of `texts` that has one. */

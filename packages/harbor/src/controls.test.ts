@@ -19,6 +19,21 @@ async function broken(name: string, change: (taskDir: string) => Promise<void>):
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "bridle-controls-"));
   await broken("wrong-solution", (d) => writeFile(join(d, "solution/solve.sh"), "echo 'I give up'\n"));
+  // Tests that fail the way pytest reports it: a short summary naming the test and the error.
+  await broken("pytest-summary", (d) =>
+    writeFile(
+      join(d, "tests/test.sh"),
+      [
+        "mkdir -p /logs/verifier",
+        "echo 'tests/test_outputs.py::test_binary_exists FAILED'",
+        "echo '=========================== short test summary info ============================'",
+        "echo \"FAILED tests/test_outputs.py::test_binary_exists - FileNotFoundError: [Errno 2] No such file or directory: 'file'\"",
+        "echo '========================= 1 failed, 15 passed in 0.16s ========================='",
+        "echo 0 > /logs/verifier/reward.txt",
+        "",
+      ].join("\n"),
+    ),
+  );
   // A verifier that scores a coin flip: every single run looks like a well-formed reward.
   await broken("coin-flip", (d) =>
     writeFile(
@@ -122,6 +137,13 @@ describe("controls catch bad tasks", () => {
       stage: "controls",
       reasonCodes: ["oracle_failed"],
     });
+  });
+
+  it("names the first test that failed, as pytest's summary gives it, beside the totals", async () => {
+    const v = await verdictOf("pytest-summary");
+    expect(v.problems[0]).toBe(
+      "oracle scored 0, expected 1: the reference solution does not pass the tests (first failure: FAILED tests/test_outputs.py::test_binary_exists - FileNotFoundError: [Errno 2] No such file or directory: 'file'; the tests' last line: ========================= 1 failed, 15 passed in 0.16s =========================)",
+    );
   });
 
   it("a verifier whose reward differs between identical runs is flagged flaky", async () => {

@@ -164,13 +164,18 @@ function oracle(task: HarborTask, options: ControlOptions, attempt: number): Pro
 }
 
 /**
- * The tests' last words, which usually say which check failed: the last line of their standard
- * output (a test runner's summary), else of their standard error.
+ * What the tests said of their failure: pytest's first `FAILED`/`ERROR` line of its short summary
+ * (which test, and why), and their last line (a test runner's totals), else their standard error's.
  */
 function testsSaid(outputTail: string): string {
   const [stdout = "", stderr = ""] = outputTail.split("\n[stderr]\n");
+  const first = /^(?:FAILED|ERROR) \S+.*$/m.exec(stdout)?.[0];
   const line = lastLine(stdout, stderr);
-  return line ? ` (the tests' last line: ${line.slice(0, 200)})` : "";
+  const said = [
+    ...(first ? [`first failure: ${first.slice(0, 300)}`] : []),
+    ...(line ? [`the tests' last line: ${line.slice(0, 200)}`] : []),
+  ];
+  return said.length > 0 ? ` (${said.join("; ")})` : "";
 }
 
 /** The nop control: no agent phase at all, then the tests; must score 0. */

@@ -290,6 +290,7 @@ describe("controls catch bad tasks", () => {
       ["no-tests", false],
       ["free-reward", false],
       ["phase-env", true],
+      ["pytest-summary", true],
       ["silent-tests", true],
       ["slow-tests", true],
       ["toml-workdir", true],

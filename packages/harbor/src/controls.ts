@@ -169,7 +169,8 @@ function oracle(task: HarborTask, options: ControlOptions, attempt: number): Pro
  */
 function testsSaid(outputTail: string): string {
   const [stdout = "", stderr = ""] = outputTail.split("\n[stderr]\n");
-  const first = /^(?:FAILED|ERROR) \S+.*$/m.exec(stdout)?.[0];
+  // pytest's form only (`FAILED path::test - why`), not unittest's totals (`FAILED (failures=2)`).
+  const first = /^(?:FAILED|ERROR) [^\s(]+(?: - .*)?$/m.exec(stdout)?.[0];
   const line = lastLine(stdout, stderr);
   const said = [
     ...(first ? [`first failure: ${first.slice(0, 300)}`] : []),

@@ -247,4 +247,29 @@ describe("the verifier toolchain", () => {
       "the tests need left-pad-not-there==0.0.1, which the offline verifier toolchain does not hold",
     );
   });
+
+  it("scores a 0 whose output only imitates a resolver: a package the tests never name, or one the toolchain holds", async () => {
+    const task = join(dir, "harbor-pytest");
+    // The agent's program prints uv's words for a package the tests do not install; the tests
+    // print them for one they do install but the toolchain holds. Neither is missing: 0 stands.
+    await writeFile(
+      join(task, "solution", "solve.sh"),
+      "#!/bin/bash\necho 'echo \"Because evilpkg was not found in the cache and you require evilpkg==1.0, we can conclude\"' > /app/fake.sh\n",
+    );
+    await writeFile(
+      join(task, "tests", "test.sh"),
+      [
+        "#!/bin/bash",
+        "bash /app/fake.sh 2>/dev/null",
+        "echo 'Because pyyaml was not found in the cache and you require pyyaml==6.0.2, we can conclude'",
+        "echo 0 > /logs/verifier/reward.txt",
+        "",
+      ].join("\n"),
+    );
+    const { verdict } = await validateTask(task, check);
+    expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
+      ["oracle", 0],
+      ["nop", 0],
+    ]);
+  });
 });

@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { VerifierOutcome } from "@bridle/contracts";
@@ -141,7 +141,9 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
   const reward = await readReward(logs, options.rewardKey);
   if (reward && "error" in reward)
     return { ...base, correctness: null, failure: "bad_reward", message: reward.error };
-  const missing = missingPackages(run.stdout, run.stderr);
+  const missing = missingPackages(run.stdout, run.stderr).filter(
+    (name) => testsInstall(options.tests, name) && !toolchainHolds(options.toolchain, name),
+  );
   if (reward && !("error" in reward) && reward.value < 1 && missing.length > 0) {
     // The tests could not install what they run with: the score measures the toolchain, not the
     // agent, so it is excluded, naming what was missing.
@@ -204,6 +206,34 @@ export function missingPackages(...texts: string[]): string[] {
     for (const m of flat.matchAll(/No matching distribution found for ([^\s]+)/g)) found.add(m[1]!);
   }
   return [...found];
+}
+
+/** A requirement's project name as PyPI compares them (`PyYAML==6.0.2` -> `pyyaml`). */
+const projectName = (requirement: string) =>
+  (requirement.split(/[=<>!~[;@\s]/)[0] ?? "").toLowerCase().replace(/[-_.]+/g, "-");
+
+/**
+ * Whether the task's own test files name the package: only then can a missing package be the
+ * tests' (an agent's program printing a resolver's words does not turn its 0 into an exclusion).
+ */
+function testsInstall(tests: TreeFile[], requirement: string): boolean {
+  const name = projectName(requirement);
+  return tests.some((f) =>
+    f.content
+      .toString("utf8")
+      .toLowerCase()
+      .replace(/[-_.]+/g, "-")
+      .includes(name),
+  );
+}
+
+/** Whether the toolchain's wheels hold the package (then it was not missing, whatever was printed). */
+function toolchainHolds(toolchain: string | undefined, requirement: string): boolean {
+  if (!toolchain) return false;
+  const wheels = join(toolchain, "wheels");
+  if (!existsSync(wheels)) return false;
+  const name = projectName(requirement);
+  return readdirSync(wheels).some((file) => projectName(file.split("-")[0] ?? "") === name);
 }
 
 /** The last non-empty line of the first of `texts` that has one. */

@@ -170,6 +170,10 @@ describe("a Terminal-Bench 1 task", () => {
   });
 });
 
+/** Writes a task's tests/test.sh from its lines. */
+const writeTestScript = (task: string, lines: string[]) =>
+  writeFile(join(task, "tests", "test.sh"), [...lines, ""].join("\n"));
+
 describe("the verifier toolchain", () => {
   it("runs a Harbor test.sh that installs uv and runs uvx, offline, and only for verification", async () => {
     const task = join(dir, "harbor-pytest");
@@ -187,22 +191,18 @@ describe("the verifier toolchain", () => {
       join(task, "tests", "test_outputs.py"),
       'from pathlib import Path\n\ndef test_hello():\n    assert Path("/app/greeting.txt").read_text().strip() == "hello"\n',
     );
-    await writeFile(
-      join(task, "tests", "test.sh"),
-      // The shape of most Harbor tasks' tests/test.sh: install curl and uv from the network (both
-      // fail here, offline), then run pytest through uvx with the versions the task pins.
-      [
-        "#!/bin/bash",
-        "apt-get update",
-        "apt-get install -y curl",
-        "curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh",
-        "source $HOME/.local/bin/env",
-        "uvx --with pytest==8.4.1 --with pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA",
-        "if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi",
-        "test -s /logs/verifier/ctrf.json || echo 'no ctrf report' > /logs/verifier/reward.txt",
-        "",
-      ].join("\n"),
-    );
+    // The shape of most Harbor tasks' tests/test.sh: install curl and uv from the network (both
+    // fail here, offline), then run pytest through uvx with the versions the task pins.
+    await writeTestScript(task, [
+      "#!/bin/bash",
+      "apt-get update",
+      "apt-get install -y curl",
+      "curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh",
+      "source $HOME/.local/bin/env",
+      "uvx --with pytest==8.4.1 --with pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA",
+      "if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi",
+      "test -s /logs/verifier/ctrf.json || echo 'no ctrf report' > /logs/verifier/reward.txt",
+    ]);
     const { verdict } = await validateTask(task, check);
     expect(verdict.problems).toEqual([]);
     expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
@@ -230,17 +230,13 @@ describe("the verifier toolchain", () => {
     const task = join(dir, "harbor-pytest");
     // Terminal-Bench's shape: uv installs what the tests import, the script goes on when it
     // cannot, and the tests then fail to import it; a 0 that measures the toolchain, not the agent.
-    await writeFile(
-      join(task, "tests", "test.sh"),
-      [
-        "#!/bin/bash",
-        "source $HOME/.local/bin/env",
-        "uv venv /tmp/.tbench-testing && source /tmp/.tbench-testing/bin/activate",
-        "uv pip install pytest==8.4.1 left-pad-not-there==0.0.1",
-        "python -c 'import left_pad' && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt",
-        "",
-      ].join("\n"),
-    );
+    await writeTestScript(task, [
+      "#!/bin/bash",
+      "source $HOME/.local/bin/env",
+      "uv venv /tmp/.tbench-testing && source /tmp/.tbench-testing/bin/activate",
+      "uv pip install pytest==8.4.1 left-pad-not-there==0.0.1",
+      "python -c 'import left_pad' && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt",
+    ]);
     const { verdict } = await validateTask(task, check);
     expect(verdict.controls?.runs.map((r) => r.reward)).toEqual([null, null]);
     expect(verdict.controls?.runs[0]?.message).toContain(
@@ -256,16 +252,12 @@ describe("the verifier toolchain", () => {
       join(task, "solution", "solve.sh"),
       "#!/bin/bash\necho 'echo \"Because evilpkg was not found in the cache and you require evilpkg==1.0, we can conclude\"' > /app/fake.sh\n",
     );
-    await writeFile(
-      join(task, "tests", "test.sh"),
-      [
-        "#!/bin/bash",
-        "bash /app/fake.sh 2>/dev/null",
-        "echo 'Because pyyaml was not found in the cache and you require pyyaml==6.0.2, we can conclude'",
-        "echo 0 > /logs/verifier/reward.txt",
-        "",
-      ].join("\n"),
-    );
+    await writeTestScript(task, [
+      "#!/bin/bash",
+      "bash /app/fake.sh 2>/dev/null",
+      "echo 'Because pyyaml was not found in the cache and you require pyyaml==6.0.2, we can conclude'",
+      "echo 0 > /logs/verifier/reward.txt",
+    ]);
     const { verdict } = await validateTask(task, check);
     expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
       ["oracle", 0],

@@ -141,10 +141,9 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
   const reward = await readReward(logs, options.rewardKey);
   if (reward && "error" in reward)
     return { ...base, correctness: null, failure: "bad_reward", message: reward.error };
-  const missing = missingPackages(run.stdout, run.stderr).filter(
-    (name) => testsInstall(options.tests, name) && !toolchainHolds(options.toolchain, name),
-  );
-  if (reward && !("error" in reward) && reward.value < 1 && missing.length > 0) {
+  // Looked for only when the tests did not pass: a passing run's output is never read twice.
+  const missing = reward && reward.value >= 1 ? [] : unavailablePackages(run.stdout, run.stderr, options);
+  if (reward && reward.value < 1 && missing.length > 0) {
     // The tests could not install what they run with: the score measures the toolchain, not the
     // agent, so it is excluded, naming what was missing.
     return {
@@ -209,31 +208,29 @@ export function missingPackages(...texts: string[]): string[] {
 }
 
 /** A requirement's project name as PyPI compares them (`PyYAML==6.0.2` -> `pyyaml`). */
-const projectName = (requirement: string) =>
-  (requirement.split(/[=<>!~[;@\s]/)[0] ?? "").toLowerCase().replace(/[-_.]+/g, "-");
+const projectName = (requirement: string) => normalized(requirement.split(/[=<>!~[;@\s]/)[0] ?? "");
+const normalized = (text: string) => text.toLowerCase().replace(/[-_.]+/g, "-");
 
 /**
- * Whether the task's own test files name the package: only then can a missing package be the
- * tests' (an agent's program printing a resolver's words does not turn its 0 into an exclusion).
+ * The packages the resolvers said they could not find that were really missing: named by the
+ * task's own test files (an agent's program printing a resolver's words does not turn its 0 into
+ * an exclusion) and absent from the toolchain's wheels (then it was not missing, whatever was
+ * printed).
  */
-function testsInstall(tests: TreeFile[], requirement: string): boolean {
-  const name = projectName(requirement);
-  return tests.some((f) =>
-    f.content
-      .toString("utf8")
-      .toLowerCase()
-      .replace(/[-_.]+/g, "-")
-      .includes(name),
+function unavailablePackages(stdout: string, stderr: string, options: TestRunOptions): string[] {
+  const printed = missingPackages(stdout, stderr);
+  if (printed.length === 0) return [];
+  const tests = options.tests.map((f) => normalized(f.content.toString("utf8")));
+  const wheels = options.toolchain ? join(options.toolchain, "wheels") : undefined;
+  const held = new Set(
+    wheels && existsSync(wheels)
+      ? readdirSync(wheels).map((file) => projectName(file.split("-")[0] ?? ""))
+      : [],
   );
-}
-
-/** Whether the toolchain's wheels hold the package (then it was not missing, whatever was printed). */
-function toolchainHolds(toolchain: string | undefined, requirement: string): boolean {
-  if (!toolchain) return false;
-  const wheels = join(toolchain, "wheels");
-  if (!existsSync(wheels)) return false;
-  const name = projectName(requirement);
-  return readdirSync(wheels).some((file) => projectName(file.split("-")[0] ?? "") === name);
+  return printed.filter((requirement) => {
+    const name = projectName(requirement);
+    return tests.some((text) => text.includes(name)) && !held.has(name);
+  });
 }
 
 /** The last non-empty line of the first of `texts` that has one. */

@@ -66,9 +66,14 @@ export class EffectsCache {
 
   constructor(private readonly capacity: number) {}
 
+  /** The call's key, or undefined for arguments too long to keep. */
+  private static keyOf(call: RawToolCall): string | undefined {
+    return call.arguments.length > EffectsCache.MAX_ARGUMENTS ? undefined : `${call.name}\0${call.arguments}`;
+  }
+
   get(call: RawToolCall): { args: Record<string, unknown>; effects: Effect[] } | undefined {
-    if (call.arguments.length > EffectsCache.MAX_ARGUMENTS) return undefined;
-    const key = `${call.name}\0${call.arguments}`;
+    const key = EffectsCache.keyOf(call);
+    if (key === undefined) return undefined;
     const entry = this.entries.get(key);
     if (entry) {
       // Refresh its place: the map's insertion order is the recency list.
@@ -79,8 +84,9 @@ export class EffectsCache {
   }
 
   set(call: RawToolCall, args: Record<string, unknown>, effects: Effect[]): void {
-    if (call.arguments.length > EffectsCache.MAX_ARGUMENTS || this.capacity === 0) return;
-    this.entries.set(`${call.name}\0${call.arguments}`, { args, effects });
+    const key = EffectsCache.keyOf(call);
+    if (key === undefined) return;
+    this.entries.set(key, { args, effects });
     if (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value!);
   }
 

@@ -34,6 +34,15 @@ beforeAll(async () => {
       ].join("\n"),
     ),
   );
+  // A solution that starts a server in the background, and tests that need it still running.
+  await broken("daemon-solution", async (d) => {
+    const solve = await readFile(join(d, "solution/solve.sh"), "utf8");
+    await writeFile(join(d, "solution/solve.sh"), `${solve}(sleep 600 &)\n`);
+    await writeFile(
+      join(d, "tests/test.sh"),
+      "mkdir -p /logs/verifier\nif grep -qs '^sleep' /proc/[0-9]*/comm; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
+    );
+  });
   // A verifier that scores a coin flip: every single run looks like a well-formed reward.
   await broken("coin-flip", (d) =>
     writeFile(
@@ -144,6 +153,15 @@ describe("controls catch bad tasks", () => {
     expect(v.problems[0]).toBe(
       "oracle scored 0, expected 1: the reference solution does not pass the tests (first failure: FAILED tests/test_outputs.py::test_binary_exists - FileNotFoundError: [Errno 2] No such file or directory: 'file'; the tests' last line: ========================= 1 failed, 15 passed in 0.16s =========================)",
     );
+  });
+
+  it("says when the solution left processes running that end before the tests", async () => {
+    const v = await verdictOf("daemon-solution");
+    expect(v.problems).toEqual([
+      "oracle scored 0, expected 1: the reference solution does not pass the tests (solution/solve.sh left sleep running: the tests run in a fresh sandbox on the files the agent phase changed, not beside its processes as in Harbor's live container, so tests that need them fail here)",
+    ]);
+    // A solution that leaves nothing running says nothing of it.
+    expect((await verdictOf("wrong-solution")).problems[0]).not.toMatch(/running/);
   });
 
   it("a verifier whose reward differs between identical runs is flagged flaky", async () => {
@@ -282,6 +300,7 @@ describe("controls catch bad tasks", () => {
       ["bad-toml-syntax", false],
       ["bad-workdir", false],
       ["coin-flip", true],
+      ["daemon-solution", true],
       ["dockerfile-workdir", true],
       ["env-token", true],
       ["free-reward", true],

@@ -107,8 +107,20 @@ async function runSolution(
     timeoutMs,
     env: env.env,
     mounts: [{ source: solution, target: "/solution" }],
+    reportLeftRunning: true,
     ...limitsOf(task),
   });
+}
+
+/**
+ * Why tests that need a solution's background processes fail here: Harbor runs them in the
+ * agent's live container, Bridle in a fresh sandbox on what the agent changed (the verifier is a
+ * service of its own), so a server or daemon the agent started is gone by then. Empty when the
+ * solution left nothing running.
+ */
+function leftRunningNote(script: string, names: readonly string[] | undefined): string {
+  if (!names || names.length === 0) return "";
+  return ` (${script} left ${names.join(", ")} running: the tests run in a fresh sandbox on the files the agent phase changed, not beside its processes as in Harbor's live container, so tests that need them fail here)`;
 }
 
 /**
@@ -158,7 +170,7 @@ function oracle(task: HarborTask, options: ControlOptions, attempt: number): Pro
     if (run.timedOut) return " (solution/solve.sh timed out)";
     if (run.exitCode !== 0)
       return ` (solution/solve.sh exited ${run.exitCode}: ${run.stderr.trim().split("\n").pop() ?? ""})`;
-    return "";
+    return leftRunningNote("solution/solve.sh", run.leftRunning);
   };
   return control("oracle", task, options, attempt, solve, "the reference solution does not pass the tests");
 }
@@ -232,6 +244,8 @@ async function stepsControl(
           said.push(
             `steps/${step.name}/solution/solve.sh ${solve.timedOut ? "timed out" : `exited ${solve.exitCode}`}`,
           );
+        const left = leftRunningNote(`steps/${step.name}/solution/solve.sh`, solve.leftRunning);
+        if (left) said.push(left.slice(2, -1));
       }
       const outcome = await runTests(sandbox, {
         ...testOptions(task, options),

@@ -137,6 +137,28 @@ describe("Sandbox", () => {
     }
   });
 
+  it("names what a command left running when asked: the run still ends every process", async () => {
+    const s = await Sandbox.create({ baseDir: host });
+    try {
+      const left = await s.run(["sh", "-c", "sleep 60 & (sleep 61 &); sh -c 'exit 0'; echo done"], {
+        timeoutMs: 30_000,
+        reportLeftRunning: true,
+      });
+      expect(left).toMatchObject({ exitCode: 0, stdout: "done\n", leftRunning: ["sleep"] });
+      expect(left.durationMs).toBeLessThan(20_000);
+      // What ran to its end is not named; the command's status is kept.
+      const clean = await s.run(["sh", "-c", "sleep 0.1; exit 3"], {
+        timeoutMs: 30_000,
+        reportLeftRunning: true,
+      });
+      expect(clean).toMatchObject({ exitCode: 3, leftRunning: [] });
+      // Not asked: not reported.
+      expect((await s.run(["true"], { timeoutMs: 30_000 })).leftRunning).toBeUndefined();
+    } finally {
+      await s.dispose();
+    }
+  });
+
   it("stops a run when its signal aborts: every process of it, children included", async () => {
     const s = await Sandbox.create({ baseDir: host });
     try {

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmod, cp, mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { chmod, cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, posix, resolve } from "node:path";
 import type { Readable } from "node:stream";
@@ -99,6 +99,18 @@ const LISTENERS = "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -c ' 0A '
 const BEFORE_ENTRYPOINT = `${LISTENERS} > /tmp/.bridle-listeners; exec "$@"`;
 const AFTER_ENTRYPOINT = `before=$(cat /tmp/.bridle-listeners 2>/dev/null || echo 0); i=0; while [ "$i" -lt 30 ] && [ "$(${LISTENERS})" -le "$before" ]; do sleep 0.1; i=$((i+1)); done; rm -f /tmp/.bridle-listeners; exec "$@"`;
 
+/** Where a run that reports what it left running writes the names (see LEFT_RUNNING). */
+const LEFT_RUNNING_FILE = "/run/bridle/left-running";
+
+/**
+ * Around a command whose leftovers are reported: notes the processes there before it (the
+ * sandbox's own, what the entrypoint serves), runs it, lets what it just forked settle (a shell
+ * between fork and exec, a daemon's first fork) for 0.2 s, then writes the names of the processes
+ * that are new and still alive to LEFT_RUNNING_FILE and exits with the command's status. Builtins
+ * only while listing, so the list holds no helper of its own.
+ */
+const LEFT_RUNNING = `before=" $(cd /proc && echo [0-9]*) "; "$@"; status=$?; sleep 0.2 2>/dev/null; { for p in /proc/[0-9]*; do p=\${p#/proc/}; case "$before" in *" $p "*) continue ;; esac; [ "$p" = "$$" ] || { read -r name < "/proc/$p/comm" && echo "$name"; }; done; } 2>/dev/null > ${LEFT_RUNNING_FILE}; exit $status`;
+
 /** The capabilities a container engine gives a container's root by default. */
 const CONTAINER_CAPABILITIES = [
   "CAP_CHOWN",
@@ -148,6 +160,11 @@ export interface RunOptions {
   stdin?: string;
   /** Stops the run when aborted: every process of it is killed, as on a timeout. */
   signal?: AbortSignal;
+  /**
+   * Name the processes the command started and left running when it exited (a daemon, a server
+   * in the background): they end with the run, so a later run of the sandbox never sees them.
+   */
+  reportLeftRunning?: boolean;
 }
 
 export interface RunResult {
@@ -160,6 +177,8 @@ export interface RunResult {
   stdout: string;
   stderr: string;
   durationMs: number;
+  /** With `reportLeftRunning`: the names of what the command left running (empty when nothing). */
+  leftRunning?: string[];
 }
 
 export const defaultLimits = { memoryMb: 2048, maxPids: 256, maxOutputBytes: 64 * 1024 };
@@ -298,7 +317,12 @@ export class Sandbox {
       maxPids: options.maxPids ?? defaultLimits.maxPids,
       cpus: options.cpus,
     });
+    const leftRunning = options.reportLeftRunning
+      ? join(this.root, `left-running-${randomBytes(4).toString("hex")}`)
+      : undefined;
     try {
+      if (leftRunning) await writeFile(leftRunning, "");
+      const watched = leftRunning ? ["/bin/sh", "-c", LEFT_RUNNING, "sh", ...argv] : argv;
       // Through the image's ENTRYPOINT, once what it starts in the background listens (see above).
       const command = this.image?.entrypoint?.length
         ? [
@@ -311,9 +335,9 @@ export class Sandbox {
             "-c",
             AFTER_ENTRYPOINT,
             "sh",
-            ...argv,
+            ...watched,
           ]
-        : argv;
+        : watched;
       const inner = options.guard
         ? [
             this.image ? NODE_INSIDE : "node",
@@ -332,7 +356,16 @@ export class Sandbox {
       const script = `${enter ? `${enter} && ` : ""}exec "$@"`;
       const child = spawn(
         "/bin/sh",
-        ["-c", script, "sh", ...this.overlayPrefix(), "bwrap", ...this.bwrapArgs(options), "--", ...inner],
+        [
+          "-c",
+          script,
+          "sh",
+          ...this.overlayPrefix(),
+          "bwrap",
+          ...this.bwrapArgs(options, leftRunning),
+          "--",
+          ...inner,
+        ],
         {
           detached: true,
           stdio: [options.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
@@ -386,10 +419,12 @@ export class Sandbox {
         stdout: stdout.toString(),
         stderr: stderr.toString(),
         durationMs: performance.now() - started,
+        ...(leftRunning ? { leftRunning: await namesIn(leftRunning) } : {}),
       };
     } finally {
       await cgroup.killAll();
       await cgroup.dispose();
+      if (leftRunning) await rm(leftRunning, { force: true });
     }
   }
 
@@ -432,7 +467,7 @@ export class Sandbox {
     ];
   }
 
-  private bwrapArgs(options: RunOptions): string[] {
+  private bwrapArgs(options: RunOptions, leftRunning?: string): string[] {
     const image = this.image;
     const path = image?.env?.PATH ?? SANDBOX_PATH;
     const env: Record<string, string> = {
@@ -489,6 +524,7 @@ export class Sandbox {
     if (options.guard) {
       args.push("--ro-bind", relayOnHost, RELAY_SCRIPT, "--bind", options.guard.socketPath, GUARD_SOCKET);
     }
+    if (leftRunning) args.push("--bind", leftRunning, LEFT_RUNNING_FILE);
     // The root itself (a tmpfs holding the mount points) becomes read-only; the binds keep theirs.
     // An image's root stays writable, as a container's is: writes land in the sandbox's layer.
     if (!image) args.push("--remount-ro", "/");
@@ -496,6 +532,12 @@ export class Sandbox {
     for (const [key, value] of Object.entries(env)) args.push("--setenv", key, value);
     return args;
   }
+}
+
+/** The distinct process names a LEFT_RUNNING report holds, sorted; none when it was not written. */
+async function namesIn(file: string): Promise<string[]> {
+  const text = await readFile(file, "utf8").catch(() => "");
+  return [...new Set(text.split("\n").filter((name) => name.length > 0))].sort();
 }
 
 function withoutPath(env: Record<string, string>): Record<string, string> {

@@ -43,6 +43,13 @@ beforeAll(async () => {
       "mkdir -p /logs/verifier\nif grep -qs '^sleep' /proc/[0-9]*/comm; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
     );
   });
+  // A solution that downloads what it needs: the sandbox has no network.
+  await broken("offline-solution", (d) =>
+    writeFile(
+      join(d, "solution/solve.sh"),
+      "set -e\npython3 -c 'import urllib.request; urllib.request.urlopen(\"https://pypi.org/simple/\")'\n",
+    ),
+  );
   // A verifier that scores a coin flip: every single run looks like a well-formed reward.
   await broken("coin-flip", (d) =>
     writeFile(
@@ -162,6 +169,14 @@ describe("controls catch bad tasks", () => {
     ]);
     // A solution that leaves nothing running says nothing of it.
     expect((await verdictOf("wrong-solution")).problems[0]).not.toMatch(/running/);
+  });
+
+  it("says when the solution failed for want of the network", async () => {
+    const v = await verdictOf("offline-solution");
+    expect(v.problems).toHaveLength(1);
+    expect(v.problems[0]).toMatch(
+      /^oracle scored 0, expected 1: the reference solution does not pass the tests \(solution\/solve.sh exited 1: it reaches for the network, which the sandbox does not give: .*(name resolution|resolve).*\)/,
+    );
   });
 
   it("a verifier whose reward differs between identical runs is flagged flaky", async () => {
@@ -307,6 +322,7 @@ describe("controls catch bad tasks", () => {
       ["json-reward", true],
       ["missing-tool", false],
       ["no-tests", false],
+      ["offline-solution", true],
       ["free-reward", false],
       ["phase-env", true],
       ["pytest-summary", true],

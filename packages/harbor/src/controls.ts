@@ -112,6 +112,19 @@ async function runSolution(
   });
 }
 
+/** What curl, wget, git, pip, Python and npm print when a name cannot be resolved or a host reached. */
+const OFFLINE =
+  /Could not resolve host|Temporary failure in name resolution|Name or service not known|Network is unreachable|Failed to establish a new connection|getaddrinfo (?:EAI_AGAIN|ENOTFOUND)|unable to resolve host address/;
+
+/** The first line of a run's output that says it could not reach the network, if one does. */
+function networkFailure(output: string): string | undefined {
+  return output
+    .split("\n")
+    .find((line) => OFFLINE.test(line))
+    ?.trim()
+    .slice(0, 200);
+}
+
 /**
  * Why tests that need a solution's background processes fail here: Harbor runs them in the
  * agent's live container, Bridle in a fresh sandbox on what the agent changed (the verifier is a
@@ -168,8 +181,12 @@ function oracle(task: HarborTask, options: ControlOptions, attempt: number): Pro
   const solve = async (sandbox: Sandbox) => {
     const run = await runSolution(sandbox, task.solution, task.toml.agent.timeout_sec * 1000, task, options);
     if (run.timedOut) return " (solution/solve.sh timed out)";
-    if (run.exitCode !== 0)
+    if (run.exitCode !== 0) {
+      const offline = networkFailure(`${run.stderr}\n${run.stdout}`);
+      if (offline)
+        return ` (solution/solve.sh exited ${run.exitCode}: it reaches for the network, which the sandbox does not give: ${offline})`;
       return ` (solution/solve.sh exited ${run.exitCode}: ${run.stderr.trim().split("\n").pop() ?? ""})`;
+    }
     return leftRunningNote("solution/solve.sh", run.leftRunning);
   };
   return control("oracle", task, options, attempt, solve, "the reference solution does not pass the tests");
@@ -240,10 +257,12 @@ async function stepsControl(
       if (failure) break;
       if (control === "oracle" && step.solution.some((f) => f.path === "solve.sh")) {
         const solve = await runSolution(sandbox, step.solution, timeoutMs, task, options);
-        if (solve.timedOut || solve.exitCode !== 0)
+        if (solve.timedOut || solve.exitCode !== 0) {
+          const offline = solve.timedOut ? undefined : networkFailure(`${solve.stderr}\n${solve.stdout}`);
           said.push(
-            `steps/${step.name}/solution/solve.sh ${solve.timedOut ? "timed out" : `exited ${solve.exitCode}`}`,
+            `steps/${step.name}/solution/solve.sh ${solve.timedOut ? "timed out" : `exited ${solve.exitCode}`}${offline ? `, reaching for the network, which the sandbox does not give: ${offline}` : ""}`,
           );
+        }
         const left = leftRunningNote(`steps/${step.name}/solution/solve.sh`, solve.leftRunning);
         if (left) said.push(left.slice(2, -1));
       }

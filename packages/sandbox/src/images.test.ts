@@ -39,6 +39,24 @@ describe("planDockerfile", () => {
     );
   });
 
+  it("replaces only the download of uv's installer, in shell-form RUN steps", () => {
+    const plan = planDockerfile(
+      [
+        `FROM ${BASE_IMAGE}`,
+        'RUN sh -c "$(curl -fsSL https://astral.sh/uv/install.sh)" && echo next',
+        'RUN ["sh", "-c", "curl https://astral.sh/uv/install.sh | sh"]',
+        "RUN curl -fsSL https://example.com/install.sh | sh",
+      ].join("\n"),
+    );
+    const runs = plan.dockerfile.split("\n").filter((l) => l.startsWith("RUN"));
+    expect(runs[0]).toMatch(/^RUN sh -c "\$\(printf '%s\\n' 'set -e; v=""; .+ from PyPI"' \)" && echo next$/);
+    expect(runs.slice(1)).toEqual([
+      'RUN ["sh", "-c", "curl https://astral.sh/uv/install.sh | sh"]',
+      "RUN curl -fsSL https://example.com/install.sh | sh",
+    ]);
+    expect(plan.substitutions).toHaveLength(1);
+  });
+
   it("refuses an image it has no base for, naming the line, and a Dockerfile without FROM", () => {
     for (const from of ["ghcr.io/acme/tool:1", "alpine:3.20", "nvidia/cuda:12.4.0-base-ubuntu22.04"]) {
       const err = (() => {
@@ -167,6 +185,24 @@ describe("EnvironmentImages on podman", () => {
     } finally {
       await box.dispose();
     }
+  }, 600_000);
+
+  it("stands uv from PyPI in for uv's installer, which builds cannot download, where the installer would put it", async () => {
+    const context = join(host, "ctx-uv");
+    await mkdir(context);
+    const dockerfile = [
+      "FROM ubuntu:24.04",
+      "RUN curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh && . $HOME/.local/bin/env && uv --version > /uv-version",
+      "RUN wget -qO- https://astral.sh/uv/0.9.5/install.sh | env UV_INSTALL_DIR=/usr/local/bin sh",
+    ].join("\n");
+    const image = await images.build(dockerfile, context, "environment/Dockerfile");
+    expect(await readFile(join(image.rootfs, "uv-version"), "utf8")).toMatch(/^uv 0\.9\.5\b/);
+    expect(existsSync(join(image.rootfs, "usr", "local", "bin", "uvx"))).toBe(true);
+    expect(image.substitutions).toEqual([
+      expect.stringMatching(/^environment\/Dockerfile: line 1: FROM ubuntu:24.04 -> /),
+      "environment/Dockerfile: line 2: curl -LsSf https://astral.sh/uv/0.9.5/install.sh -> uv==0.9.5 from PyPI, installed as its installer would (astral.sh is not reachable from builds)",
+      "environment/Dockerfile: line 3: wget -qO- https://astral.sh/uv/0.9.5/install.sh -> uv==0.9.5 from PyPI, installed as its installer would (astral.sh is not reachable from builds)",
+    ]);
   }, 600_000);
 
   it("fails a RUN whose download fails inside a pipe, naming the Dockerfile line", async () => {

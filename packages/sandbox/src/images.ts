@@ -527,8 +527,46 @@ interface Plan {
   dockerfile: string;
   flavours: Flavour[];
   substitutions: string[];
-  /** The original line of each instruction, by its text as built. */
-  lines: { line: number; text: string }[];
+  /** Each instruction's first line and original text, and its text as built where that differs. */
+  lines: { line: number; text: string; built?: string }[];
+}
+
+/** uv's installer as Astral serves it, fetched with curl or wget: `version` when the URL pins one. */
+const UV_INSTALLER =
+  /\b(?:curl|wget)\s[^|;&)]*?https?:\/\/astral\.sh\/uv\/(?:([0-9][0-9A-Za-z.+-]*)\/)?install\.sh\b[^|;&)]*/g;
+
+/**
+ * What stands in for uv's installer script: the same uv from PyPI (which builds reach; astral.sh
+ * they do not), put where the installer puts it (UV_INSTALL_DIR, else XDG_BIN_HOME, else
+ * ~/.local/bin) with the `env` file it leaves there. One line, no single quote: it is printed
+ * into the shell the RUN step pipes the download to.
+ */
+const localUvInstaller = (version: string | undefined) =>
+  [
+    "set -e",
+    `v="${version ?? ""}"`,
+    `d="\${UV_INSTALL_DIR:-\${XDG_BIN_HOME:-$HOME/.local/bin}}"`,
+    `t="$(mktemp -d)"`,
+    `python3 -m pip install --quiet --disable-pip-version-check --break-system-packages --no-deps --target "$t" "uv\${v:+==$v}"`,
+    `mkdir -p "$d"`,
+    `cp "$t/bin/uv" "$t/bin/uvx" "$d/"`,
+    `rm -rf "$t"`,
+    `if [ "$d" = "$HOME/.local/bin" ]; then printf "export PATH=\\"%s:\\$PATH\\"\\n" "$d" > "$d/env"; fi`,
+    `echo "uv\${v:+ $v} installed into $d from PyPI"`,
+  ].join("; ");
+
+/**
+ * A RUN step's text with each download of uv's installer replaced by printing the local stand-in
+ * (the pipe into `sh`, and any variables given to it, stay as they are); `said` hears each one.
+ */
+function withLocalUvInstaller(text: string, said: (substitution: string) => void): string {
+  if (/^RUN\s+\[/i.test(text)) return text;
+  return text.replace(UV_INSTALLER, (download, version: string | undefined) => {
+    said(
+      `${download.trim().slice(0, 80)} -> uv${version ? `==${version}` : ""} from PyPI, installed as its installer would (astral.sh is not reachable from builds)`,
+    );
+    return `printf '%s\\n' '${localUvInstaller(version)}' `;
+  });
 }
 
 /**
@@ -540,11 +578,19 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
   const out: string[] = [];
   const flavours: Flavour[] = [];
   const substitutions: string[] = [];
-  const lines: { line: number; text: string }[] = [];
+  const lines: Plan["lines"] = [];
   const stages = new Set<string>();
   let froms = 0;
   for (const { line, text } of dockerfileInstructions(source)) {
     const [keyword = ""] = text.split(/\s+/);
+    if (keyword.toUpperCase() === "RUN") {
+      const built = withLocalUvInstaller(text, (said) =>
+        substitutions.push(`${name}: line ${line}: ${said}`),
+      );
+      out.push(built);
+      lines.push({ line, text, built });
+      continue;
+    }
     if (keyword.toUpperCase() !== "FROM") {
       out.push(text);
       lines.push({ line, text });
@@ -623,7 +669,9 @@ function flavourOf(image: string): Flavour | undefined {
 function buildFailure(output: string, plan: Plan, name: string): ImageBuildError {
   const steps = [...output.matchAll(/^STEP \d+\/\d+: (.*)$/gm)].map((m) => m[1]!);
   const last = steps.at(-1);
-  const at = last ? plan.lines.find((l) => l.text !== "SHELL" && sameInstruction(l.text, last)) : undefined;
+  const at = last
+    ? plan.lines.find((l) => l.text !== "SHELL" && sameInstruction(l.built ?? l.text, last))
+    : undefined;
   const why = tail(output, 3);
   return at
     ? new ImageBuildError(`${name}: line ${at.line}: ${at.text.slice(0, 120)}: failed: ${why}`, at.line)

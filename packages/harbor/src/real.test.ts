@@ -1,0 +1,47 @@
+import { existsSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { EnvironmentImages } from "@bridle/sandbox";
+import { repoRoot } from "@bridle/service-kit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { validateFolder } from "./index.ts";
+
+/** Public tasks, unchanged (fixtures/real/SOURCES.md names each one's repository, commit and license). */
+const real = resolve(import.meta.dirname, "../fixtures/real/tasks");
+const home = process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle");
+/** The verifier toolchain and the image home the install made (`./bridle test` runs the install first). */
+const toolchain = join(home, "toolchain");
+const images = new EnvironmentImages({ home: resolve(home, "containers") });
+
+let dir: string;
+beforeAll(async () => {
+  if (!existsSync(join(toolchain, "bin", "uvx")))
+    throw new Error(`no verifier toolchain at ${toolchain}: run the install (./bridle test does)`);
+  const why = await images.unavailable();
+  if (why) throw new Error(`images cannot be built here: ${why}`);
+  dir = await mkdtemp(join(tmpdir(), "bridle-real-"));
+});
+afterAll(async () => rm(dir, { recursive: true, force: true }));
+
+describe("public Harbor and Terminal-Bench 1 tasks, unchanged", () => {
+  it("build their images and pass both controls, their tests fetching uv and pytest offline", async () => {
+    const verdicts = await validateFolder(real, { parallel: 1, repeats: 1, toolchain, images, baseDir: dir });
+    expect(verdicts.map((v) => [v.id, v.problems])).toEqual([
+      ["harbor-cookbook-multi-reward", []],
+      ["harbor-cookbook-simple-task", []],
+      ["terminal-bench-evoeval-0", []],
+    ]);
+    for (const v of verdicts) {
+      expect(v.ok).toBe(true);
+      expect(v.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
+        ["oracle", 1],
+        ["nop", 0],
+      ]);
+      // Every public base was stood in for by a local one, and the verdict says which.
+      expect(v.notes.some((n) => / FROM .+ -> localhost\/bridle\//.test(n))).toBe(true);
+    }
+    // multi-reward's reward.json holds two keys (correctness, performance) and no `reward`: the
+    // oracle's 1 is their mean, the nop's 0 too.
+  }, 600_000);
+});

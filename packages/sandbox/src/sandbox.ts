@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmod, cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { chmod, cp, mkdir, mkdtemp, open, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, posix, resolve } from "node:path";
 import type { Readable } from "node:stream";
@@ -534,10 +534,23 @@ export class Sandbox {
   }
 }
 
-/** The distinct process names a LEFT_RUNNING report holds, sorted; none when it was not written. */
+/**
+ * The distinct process names a LEFT_RUNNING report holds, sorted: at most 20, from its first 16 KiB,
+ * printable names only (what runs inside can write the file too); none when it was not written.
+ */
 async function namesIn(file: string): Promise<string[]> {
-  const text = await readFile(file, "utf8").catch(() => "");
-  return [...new Set(text.split("\n").filter((name) => name.length > 0))].sort();
+  const handle = await open(file, "r").catch(() => null);
+  if (!handle) return [];
+  try {
+    const buffer = Buffer.alloc(16 * 1024);
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, 0);
+    const names = buffer.toString("utf8", 0, bytesRead).split("\n");
+    return [...new Set(names.filter((name) => /^[\x21-\x7e][\x20-\x7e]{0,63}$/.test(name)))]
+      .sort()
+      .slice(0, 20);
+  } finally {
+    await handle.close();
+  }
 }
 
 function withoutPath(env: Record<string, string>): Record<string, string> {

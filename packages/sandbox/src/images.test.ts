@@ -198,6 +198,8 @@ describe("EnvironmentImages on podman", () => {
     const image = await images.build(dockerfile, context, "environment/Dockerfile");
     expect(await readFile(join(image.rootfs, "uv-version"), "utf8")).toMatch(/^uv 0\.9\.5\b/);
     expect(existsSync(join(image.rootfs, "usr", "local", "bin", "uvx"))).toBe(true);
+    // What apt's recommends bring with git, which the base has installed already: a solution's patch -p1.
+    expect(existsSync(join(image.rootfs, "usr", "bin", "patch"))).toBe(true);
     expect(image.substitutions).toEqual([
       expect.stringMatching(/^environment\/Dockerfile: line 1: FROM ubuntu:24.04 -> /),
       "environment/Dockerfile: line 2: curl -LsSf https://astral.sh/uv/0.9.5/install.sh -> uv==0.9.5 from PyPI, installed as its installer would (astral.sh is not reachable from builds)",

@@ -36,12 +36,19 @@ async function hostCertificates(): Promise<string> {
 /** Local base images, built from Debian's packages (mmdebstrap) and named like this. */
 export const BASE_IMAGE = "localhost/bridle/debian:12";
 
-/** Debian packages of the base: a shell, Python and what test scripts commonly expect. */
+/**
+ * Debian packages of the base: a shell, Python and what test scripts commonly expect. `less` and
+ * `patch` are what apt's recommends bring with `git` on Debian and Ubuntu: a Dockerfile that installs
+ * git finds it installed here, so apt would not bring them, and a solution's `patch -p1` would fail
+ * here alone.
+ */
 const BASE_PACKAGES = [
   "bash",
   "ca-certificates",
   "curl",
   "git",
+  "less",
+  "patch",
   "procps",
   "python3",
   "python3-pip",

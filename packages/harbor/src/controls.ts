@@ -117,8 +117,8 @@ const OFFLINE =
   /Could not resolve host|Temporary failure in name resolution|Name or service not known|Network is unreachable|Failed to establish a new connection|getaddrinfo (?:EAI_AGAIN|ENOTFOUND)|unable to resolve host address/;
 
 /** The first line of a run's output that says it could not reach the network, if one does. */
-function networkFailure(output: string): string | undefined {
-  return output
+function networkFailure(run: Pick<RunResult, "stdout" | "stderr">): string | undefined {
+  return `${run.stderr}\n${run.stdout}`
     .split("\n")
     .find((line) => OFFLINE.test(line))
     ?.trim()
@@ -128,12 +128,12 @@ function networkFailure(output: string): string | undefined {
 /**
  * Why tests that need a solution's background processes fail here: Harbor runs them in the
  * agent's live container, Bridle in a fresh sandbox on what the agent changed (the verifier is a
- * service of its own), so a server or daemon the agent started is gone by then. Empty when the
+ * service of its own), so a server or daemon the agent started is gone by then. Undefined when the
  * solution left nothing running.
  */
-function leftRunningNote(script: string, names: readonly string[] | undefined): string {
-  if (!names || names.length === 0) return "";
-  return ` (${script} left ${names.join(", ")} running: the tests run in a fresh sandbox on the files the agent phase changed, not beside its processes as in Harbor's live container, so tests that need them fail here)`;
+function leftRunningNote(script: string, names: readonly string[] | undefined): string | undefined {
+  if (!names || names.length === 0) return undefined;
+  return `${script} left ${names.join(", ")} running: the tests run in a fresh sandbox on the files the agent phase changed, not beside its processes as in Harbor's live container, so tests that need them fail here`;
 }
 
 /**
@@ -182,12 +182,13 @@ function oracle(task: HarborTask, options: ControlOptions, attempt: number): Pro
     const run = await runSolution(sandbox, task.solution, task.toml.agent.timeout_sec * 1000, task, options);
     if (run.timedOut) return " (solution/solve.sh timed out)";
     if (run.exitCode !== 0) {
-      const offline = networkFailure(`${run.stderr}\n${run.stdout}`);
+      const offline = networkFailure(run);
       if (offline)
         return ` (solution/solve.sh exited ${run.exitCode}: it reaches for the network, which the sandbox does not give: ${offline})`;
       return ` (solution/solve.sh exited ${run.exitCode}: ${run.stderr.trim().split("\n").pop() ?? ""})`;
     }
-    return leftRunningNote("solution/solve.sh", run.leftRunning);
+    const left = leftRunningNote("solution/solve.sh", run.leftRunning);
+    return left ? ` (${left})` : "";
   };
   return control("oracle", task, options, attempt, solve, "the reference solution does not pass the tests");
 }
@@ -258,13 +259,13 @@ async function stepsControl(
       if (control === "oracle" && step.solution.some((f) => f.path === "solve.sh")) {
         const solve = await runSolution(sandbox, step.solution, timeoutMs, task, options);
         if (solve.timedOut || solve.exitCode !== 0) {
-          const offline = solve.timedOut ? undefined : networkFailure(`${solve.stderr}\n${solve.stdout}`);
+          const offline = solve.timedOut ? undefined : networkFailure(solve);
           said.push(
             `steps/${step.name}/solution/solve.sh ${solve.timedOut ? "timed out" : `exited ${solve.exitCode}`}${offline ? `, reaching for the network, which the sandbox does not give: ${offline}` : ""}`,
           );
         }
         const left = leftRunningNote(`steps/${step.name}/solution/solve.sh`, solve.leftRunning);
-        if (left) said.push(left.slice(2, -1));
+        if (left) said.push(left);
       }
       const outcome = await runTests(sandbox, {
         ...testOptions(task, options),

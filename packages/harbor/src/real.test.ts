@@ -2,17 +2,13 @@ import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { EnvironmentImages } from "@bridle/sandbox";
-import { repoRoot } from "@bridle/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { validateFolder } from "./index.ts";
+import { installImages, toolchain } from "./test-support.ts";
 
 /** Public tasks, unchanged (fixtures/real/SOURCES.md names each one's repository, commit and license). */
 const real = resolve(import.meta.dirname, "../fixtures/real/tasks");
-const home = process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle");
-/** The verifier toolchain and the image home the install made (`./bridle test` runs the install first). */
-const toolchain = join(home, "toolchain");
-const images = new EnvironmentImages({ home: resolve(home, "containers") });
+const images = installImages();
 
 let dir: string;
 beforeAll(async () => {

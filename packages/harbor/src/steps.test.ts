@@ -1,9 +1,9 @@
 import { cp, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { EnvironmentImages } from "@bridle/sandbox";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { belowMinReward, loadTask, rollUpSteps, runControls, taskImage } from "./index.ts";
+import { installImages } from "./test-support.ts";
 
 const fixture = resolve(import.meta.dirname, "../fixtures/two-steps");
 let dir: string;
@@ -102,13 +102,7 @@ describe("a multi-step task (Harbor schema 1.1, [[steps]])", () => {
 
 describe("Harbor's own multi-step recipe (harbor-cookbook, Apache-2.0), unchanged", () => {
   const recipe = resolve(import.meta.dirname, "../fixtures/harbor-cookbook-multi-step");
-  // The install folder's image home: the base built from Debian's packages is made once per machine.
-  const images = new EnvironmentImages({
-    home: resolve(
-      process.env.BRIDLE_HOME ?? join(import.meta.dirname, "..", "..", "..", ".bridle"),
-      "containers",
-    ),
-  });
+  const images = installImages();
 
   it("builds its image and passes both controls: three steps, a workdir with setup.sh, step env, thresholds", async () => {
     const why = await images.unavailable();

@@ -2,13 +2,11 @@ import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { repoRoot } from "@bridle/service-kit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findTaskDirs, loadTask, validateTask } from "./index.ts";
+import { toolchain } from "./test-support.ts";
 
 let dir: string;
-/** The verifier toolchain the install made (`./bridle test` runs the install first). */
-const toolchain = join(process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle"), "toolchain");
 const check = { repeats: 1, toolchain };
 
 /**

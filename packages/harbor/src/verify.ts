@@ -1,5 +1,5 @@
-import { existsSync, readdirSync } from "node:fs";
-import { readFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { VerifierOutcome } from "@bridle/contracts";
 import { SANDBOX_PATH, type Sandbox } from "@bridle/sandbox";
@@ -142,7 +142,8 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
   if (reward && "error" in reward)
     return { ...base, correctness: null, failure: "bad_reward", message: reward.error };
   // Looked for only when the tests did not pass: a passing run's output is never read twice.
-  const missing = reward && reward.value >= 1 ? [] : unavailablePackages(run.stdout, run.stderr, options);
+  const missing =
+    reward && reward.value >= 1 ? [] : await unavailablePackages(run.stdout, run.stderr, options);
   if (reward && reward.value < 1 && missing.length > 0) {
     // The tests could not install what they run with: the score measures the toolchain, not the
     // agent, so it is excluded, naming what was missing.
@@ -217,16 +218,19 @@ const normalized = (text: string) => text.toLowerCase().replace(/[-_.]+/g, "-");
  * an exclusion) and absent from the toolchain's wheels (then it was not missing, whatever was
  * printed).
  */
-function unavailablePackages(stdout: string, stderr: string, options: TestRunOptions): string[] {
+async function unavailablePackages(
+  stdout: string,
+  stderr: string,
+  options: TestRunOptions,
+): Promise<string[]> {
   const printed = missingPackages(stdout, stderr);
   if (printed.length === 0) return [];
   const tests = options.tests.map((f) => normalized(f.content.toString("utf8")));
-  const wheels = options.toolchain ? join(options.toolchain, "wheels") : undefined;
-  const held = new Set(
-    wheels && existsSync(wheels)
-      ? readdirSync(wheels).map((file) => projectName(file.split("-")[0] ?? ""))
-      : [],
-  );
+  // Read without holding up the service's other work; a toolchain without wheels holds nothing.
+  const wheels = options.toolchain
+    ? await readdir(join(options.toolchain, "wheels")).catch(() => [] as string[])
+    : [];
+  const held = new Set(wheels.map((file) => projectName(file.split("-")[0] ?? "")));
   return printed.filter((requirement) => {
     const name = projectName(requirement);
     return tests.some((text) => text.includes(name)) && !held.has(name);

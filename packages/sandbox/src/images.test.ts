@@ -34,9 +34,13 @@ describe("planDockerfile", () => {
       /^FROM localhost\/bridle\/python:3\.11\n/,
     );
     expect(planDockerfile(`FROM ${BASE_IMAGE}\n`).substitutions).toEqual([]);
+    // Terminal-Bench's bases work in /app (their tasks `COPY file ./`), with tmux.
     expect(planDockerfile("FROM ghcr.io/laude-institute/t-bench/python-3-13:20250620\n").dockerfile).toMatch(
-      /^FROM localhost\/bridle\/python:3\.11\n/,
+      /^FROM localhost\/bridle\/t-bench-python:3\.11\n/,
     );
+    expect(
+      planDockerfile("FROM ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624\n").substitutions[0],
+    ).toMatch(/-> localhost\/bridle\/t-bench-ubuntu:12 \(Debian 12 with tmux and asciinema, in \/app\)/);
   });
 
   it("replaces only the download of uv's installer, in shell-form RUN steps", () => {

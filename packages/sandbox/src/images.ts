@@ -65,6 +65,8 @@ interface Flavour {
   packages: string[];
   /** A shell command run after they are installed, to match the image it stands in for. */
   finish?: string;
+  /** The WORKDIR the image it stands in for sets (a task's `COPY x ./` lands there). */
+  workdir?: string;
   /** What the user gets, for the substitution note. */
   says: string;
 }
@@ -77,19 +79,29 @@ const FLAVOURS: Flavour[] = [
     says: "Debian 12",
   },
   {
-    // Terminal-Bench's own bases are a Python image with tmux: python-3-13, python-3-11...
-    names: ["python", "pypy", "laude-institute/t-bench/python-*"],
+    names: ["python", "pypy"],
     image: "localhost/bridle/python:3.11",
     packages: ["python-is-python3"],
     // As the official image: `python` and `pip` on PATH, and pip installs into the system.
     finish: "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED",
     says: "Debian 12 with its python3 3.11, pip installing system-wide",
   },
+  // Terminal-Bench's own bases (python-3-13, ubuntu-24-04...) add tmux and asciinema and work in
+  // /app: its tasks' Dockerfiles `COPY file ./` and their tests look for it there.
+  {
+    names: ["laude-institute/t-bench/python-*"],
+    image: "localhost/bridle/t-bench-python:3.11",
+    packages: ["python-is-python3", "tmux", "asciinema"],
+    finish: "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED",
+    workdir: "/app",
+    says: "Debian 12 with its python3 3.11, pip installing system-wide, tmux and asciinema, in /app",
+  },
   {
     names: ["laude-institute/t-bench/ubuntu-*"],
-    image: BASE_IMAGE,
-    packages: [],
-    says: "Debian 12",
+    image: "localhost/bridle/t-bench-ubuntu:12",
+    packages: ["tmux", "asciinema"],
+    workdir: "/app",
+    says: "Debian 12 with tmux and asciinema, in /app",
   },
   {
     names: ["gcc", "buildpack-deps"],
@@ -411,7 +423,13 @@ export class EnvironmentImages {
     const under = isBase ? "" : await this.base(FLAVOURS[0]!);
     const recipe = createHash("sha256")
       .update(
-        JSON.stringify([RECIPE, isBase ? BASE_PACKAGES : flavour.packages, flavour.finish ?? "", under]),
+        JSON.stringify([
+          RECIPE,
+          isBase ? BASE_PACKAGES : flavour.packages,
+          flavour.finish ?? "",
+          ...(flavour.workdir ? [flavour.workdir] : []),
+          under,
+        ]),
       )
       .update(isBase ? await hostCertificates() : "")
       .digest("hex")
@@ -465,7 +483,7 @@ export class EnvironmentImages {
       try {
         await writeFile(
           join(dir, "Dockerfile"),
-          `FROM ${BASE_IMAGE}\nLABEL ${RECIPE_LABEL}=${recipe}\nRUN apt-get update && apt-get install -y --no-install-recommends ${flavour.packages.join(" ")} && rm -rf /var/lib/apt/lists/*${flavour.finish ? ` && ${flavour.finish}` : ""}\n`,
+          `FROM ${BASE_IMAGE}\nLABEL ${RECIPE_LABEL}=${recipe}\nRUN apt-get update && apt-get install -y --no-install-recommends ${flavour.packages.join(" ")} && rm -rf /var/lib/apt/lists/*${flavour.finish ? ` && ${flavour.finish}` : ""}\n${flavour.workdir ? `WORKDIR ${flavour.workdir}\n` : ""}`,
         );
         const built = await this.engineRun(["build", "--pull=never", "-t", flavour.image, dir]);
         if (built.code !== 0)

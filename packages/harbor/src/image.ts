@@ -1,9 +1,19 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type BuiltImage, type EnvironmentImages, ImageBuildError } from "@bridle/sandbox";
+import {
+  type BuiltImage,
+  dockerfileInstructions,
+  type EnvironmentImages,
+  ImageBuildError,
+} from "@bridle/sandbox";
 import { writeTree } from "./files.ts";
 import type { HarborTask } from "./load.ts";
+import { taskRequirements, toolchainPins } from "./packages.ts";
+
+/** Where an image holds the wheels of what the task's scripts install, and uv (see withPackages). */
+export const PACKAGES_DIR = "/opt/bridle/packages";
+const UV_DIR = "/opt/bridle/uv";
 
 /** A task's image as far as this host can make it: the image, what to say about it, or why it is refused. */
 export interface TaskImage {
@@ -19,7 +29,11 @@ export interface TaskImage {
  * image; elsewhere the task runs in bubblewrap on the host's tools, and the notes say what that
  * leaves out.
  */
-export async function taskImage(task: HarborTask, images: EnvironmentImages | undefined): Promise<TaskImage> {
+export async function taskImage(
+  task: HarborTask,
+  images: EnvironmentImages | undefined,
+  options: { toolchain?: string | undefined } = {},
+): Promise<TaskImage> {
   const dockerfile = task.dockerfile;
   if (!dockerfile) return { image: null, notes: [] };
   const why = images ? await images.unavailable() : "no image engine is configured";
@@ -27,15 +41,24 @@ export async function taskImage(task: HarborTask, images: EnvironmentImages | un
     const [first = "", ...rest] = dockerfile.withoutImage;
     return { image: null, notes: [first.replace("not built;", `not built (${why});`), ...rest] };
   }
+  const toolchain = await toolchainOf(options.toolchain);
+  const scripts = [task.tests, task.solution, ...task.steps.flatMap((s) => [s.tests, s.solution])].flat();
+  const requirements = taskRequirements(scripts, toolchain.pins);
+  const packages =
+    requirements.length > 0 ? withPackages(dockerfile.content, requirements, toolchain.uv) : null;
   const context = await mkdtemp(join(tmpdir(), "bridle-build-context-"));
   try {
     await writeTree(context, dockerfile.context);
-    const image = await images.build(dockerfile.content, context, dockerfile.name);
+    const image = await images.build(packages?.dockerfile ?? dockerfile.content, context, dockerfile.name);
     return {
       image,
       notes: [
         `${dockerfile.name}: built (${image.tag}${image.buildSeconds > 0 ? `, ${image.buildSeconds} s` : ", cached"}); the agent and the tests run on its system`,
         ...image.substitutions,
+        ...(packages ? [packages.note] : []),
+        ...(packages ? await unavailablePackages(image) : []).map(
+          (line) => `not fetched, so its install fails offline in the sandbox: ${line}`,
+        ),
       ],
     };
   } catch (err) {
@@ -44,4 +67,69 @@ export async function taskImage(task: HarborTask, images: EnvironmentImages | un
   } finally {
     await rm(context, { recursive: true, force: true });
   }
+}
+
+/** The verifier toolchain's pinned tools and its uv's version, where the host has one. */
+async function toolchainOf(
+  dir: string | undefined,
+): Promise<{ pins: Map<string, string>; uv: string | undefined }> {
+  if (!dir) return { pins: new Map(), uv: undefined };
+  const tools = await readFile(join(dir, "tools.txt"), "utf8").catch(() => "");
+  const uv = (await readdir(join(dir, "python")).catch(() => [] as string[]))
+    .map((name) => name.match(/^uv-([0-9][0-9A-Za-z.+]*)\.dist-info$/)?.[1])
+    .find((v) => v !== undefined);
+  return { pins: toolchainPins(tools), uv };
+}
+
+/** Where the image notes the install commands whose packages could not be fetched, and why. */
+const UNAVAILABLE = "/opt/bridle/unavailable-packages";
+
+/**
+ * The task's Dockerfile with a last step of Bridle's: the Python packages its scripts install at
+ * run time (`taskRequirements`), fetched from PyPI while the image builds, since builds reach PyPI
+ * and sandboxes do not, as wheels in PACKAGES_DIR; uv beside them (pinned to the toolchain's), as
+ * a test.sh or solve.sh that runs uv's installer would have it; and pip and uv pointed at them,
+ * offline. Each of the scripts' install commands is fetched on its own, with its dependencies, for
+ * the image's own Python, so a pin and a later unpinned ask both stand. One that cannot be fetched
+ * (no such version, none for this Python) fails nothing here: it is noted in UNAVAILABLE, and its
+ * install fails in the sandbox as it would have. The final stage's USER is kept.
+ */
+export function withPackages(
+  content: string,
+  requirements: readonly string[][],
+  uvVersion: string | undefined,
+): { dockerfile: string; note: string } {
+  const instructions = dockerfileInstructions(content);
+  const lastFrom = instructions.findLastIndex((i) => /^FROM\s/i.test(i.text));
+  const user = instructions
+    .slice(lastFrom + 1)
+    .findLast((i) => /^USER\s/i.test(i.text))
+    ?.text.replace(/^USER\s+/i, "");
+  // Requirements are names, extras and versions only (scriptRequirements): nothing to quote in
+  // them; globbing is off for a version such as ==2.*.
+  const groups = requirements.map((group) => `'${group.join(" ")}'`).join(" ");
+  const uv = `uv${uvVersion ? `==${uvVersion}` : ""}`;
+  const pip = "python3 -m pip --disable-pip-version-check --no-cache-dir";
+  const why = `"$(tail -n 1 /tmp/.bridle-fetch)"`;
+  const lines = [
+    "# Bridle: what the task's scripts install at run time, fetched now for the offline sandbox.",
+    ...(user ? ["USER root"] : []),
+    `RUN set -f; mkdir -p ${PACKAGES_DIR}; : > ${UNAVAILABLE}; for req in ${groups}; do ${pip} download --prefer-binary --dest ${PACKAGES_DIR} $req >/dev/null 2>/tmp/.bridle-fetch || echo "$req: "${why} >> ${UNAVAILABLE}; done; ${pip} install --no-deps --quiet --target ${UV_DIR} ${uv} 2>/tmp/.bridle-fetch || echo "${uv}: "${why} >> ${UNAVAILABLE}; rm -f /tmp/.bridle-fetch`,
+    ...(user ? [`USER ${user}`] : []),
+    `ENV PIP_FIND_LINKS=${PACKAGES_DIR} PIP_NO_INDEX=1 UV_FIND_LINKS=${PACKAGES_DIR} UV_OFFLINE=1 UV_NO_INDEX=1 UV_PYTHON_DOWNLOADS=never PATH="\${PATH}:${UV_DIR}/bin"`,
+  ];
+  return {
+    dockerfile: `${content.replace(/\n*$/, "")}\n\n${lines.join("\n")}\n`,
+    note: `the Python packages its scripts install (${requirements.flat().join(" ")}) and ${uv}: fetched from PyPI while the image builds, as wheels in ${PACKAGES_DIR}, which pip and uv use offline in the sandbox`,
+  };
+}
+
+/** What the image could not fetch of the packages its task's scripts install, one line each. */
+async function unavailablePackages(image: BuiltImage): Promise<string[]> {
+  const text = await readFile(join(image.rootfs, UNAVAILABLE), "utf8").catch(() => "");
+  return text
+    .split("\n")
+    .map((line) => line.replace(/[^\x20-\x7e]/g, "").trim())
+    .filter(Boolean)
+    .slice(0, 10);
 }

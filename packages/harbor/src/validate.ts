@@ -58,7 +58,10 @@ export async function validateTask(
   const { task } = loaded;
   // The Dockerfile is built only when the controls run (a schema check stays fast): its image is
   // what they, and later the rollouts, run on.
-  const built = options.controls !== false ? await taskImage(task, options.images) : null;
+  const built =
+    options.controls !== false
+      ? await taskImage(task, options.images, { toolchain: options.toolchain })
+      : null;
   if (built) task.notes = [...task.notes, ...built.notes];
   else if (task.dockerfile)
     task.notes = [...task.notes, `${task.dockerfile.name}: built when the controls run`];

@@ -5,6 +5,8 @@ import type { VerifierOutcome } from "@bridle/contracts";
 import { SANDBOX_PATH, type Sandbox } from "@bridle/sandbox";
 import { resolveTaskEnv } from "./env.ts";
 import { type TreeFile, writeTree } from "./files.ts";
+import { PACKAGES_DIR } from "./image.ts";
+import { requirementName } from "./packages.ts";
 
 export interface TestRunOptions {
   tests: TreeFile[];
@@ -34,11 +36,18 @@ export const TOOLCHAIN_DIR = "/opt/bridle/toolchain";
  * installed. uv works offline from the toolchain's wheels and never downloads a Python: a test
  * that asks for a Python this host lacks (`uvx -p 3.13`) fails naming it.
  */
-function toolchainFor(host: string | undefined): {
+function toolchainFor(
+  host: string | undefined,
+  sandbox: Sandbox,
+): {
   mounts: { source: string; target: string }[];
   env: Record<string, string>;
 } {
   if (!host || !existsSync(host)) return { mounts: [], env: {} };
+  // The wheels of what the task's scripts install, where its image was built with them (withPackages).
+  const rootfs = sandbox.image?.rootfs;
+  const packages = rootfs && existsSync(join(rootfs, PACKAGES_DIR)) ? [PACKAGES_DIR] : [];
+  const wheels = [`${TOOLCHAIN_DIR}/wheels`, ...packages];
   return {
     mounts: [
       { source: host, target: TOOLCHAIN_DIR },
@@ -49,7 +58,9 @@ function toolchainFor(host: string | undefined): {
       PYTHONPATH: `${TOOLCHAIN_DIR}/python`,
       UV_OFFLINE: "1",
       UV_NO_INDEX: "1",
-      UV_FIND_LINKS: `${TOOLCHAIN_DIR}/wheels`,
+      UV_FIND_LINKS: wheels.join(","),
+      PIP_FIND_LINKS: wheels.join(" "),
+      PIP_NO_INDEX: "1",
       UV_PYTHON_DOWNLOADS: "never",
       UV_NO_PROGRESS: "1",
     },
@@ -114,7 +125,7 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
   const tests = await sandbox.scratch("tests");
   const logs = await sandbox.scratch("verifier-logs");
   await writeTree(tests, options.tests);
-  const toolchain = toolchainFor(options.toolchain);
+  const toolchain = toolchainFor(options.toolchain, sandbox);
   const run = await sandbox.run(["bash", "/tests/test.sh"], {
     timeoutMs: options.timeoutSec * 1000,
     // The task's own variables last: a task that sets PATH or PYTHONPATH keeps its own.
@@ -143,7 +154,7 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
     return { ...base, correctness: null, failure: "bad_reward", message: reward.error };
   // Looked for only when the tests did not pass: a passing run's output is never read twice.
   const missing =
-    reward && reward.value >= 1 ? [] : await unavailablePackages(run.stdout, run.stderr, options);
+    reward && reward.value >= 1 ? [] : await unavailablePackages(run.stdout, run.stderr, options, sandbox);
   if (reward && reward.value < 1 && missing.length > 0) {
     // The tests could not install what they run with: the score measures the toolchain, not the
     // agent, so it is excluded, naming what was missing.
@@ -208,31 +219,32 @@ export function missingPackages(...texts: string[]): string[] {
   return [...found];
 }
 
-/** A requirement's project name as PyPI compares them (`PyYAML==6.0.2` -> `pyyaml`). */
-const projectName = (requirement: string) => normalized(requirement.split(/[=<>!~[;@\s]/)[0] ?? "");
 const normalized = (text: string) => text.toLowerCase().replace(/[-_.]+/g, "-");
 
 /**
  * The packages the resolvers said they could not find that were really missing: named by the
  * task's own test files (an agent's program printing a resolver's words does not turn its 0 into
- * an exclusion) and absent from the toolchain's wheels (then it was not missing, whatever was
- * printed).
+ * an exclusion) and absent from the toolchain's wheels and the image's (then it was not missing,
+ * whatever was printed).
  */
 async function unavailablePackages(
   stdout: string,
   stderr: string,
   options: TestRunOptions,
+  sandbox: Sandbox,
 ): Promise<string[]> {
   const printed = missingPackages(stdout, stderr);
   if (printed.length === 0) return [];
   const tests = options.tests.map((f) => normalized(f.content.toString("utf8")));
   // Read without holding up the service's other work; a toolchain without wheels holds nothing.
-  const wheels = options.toolchain
-    ? await readdir(join(options.toolchain, "wheels")).catch(() => [] as string[])
-    : [];
-  const held = new Set(wheels.map((file) => projectName(file.split("-")[0] ?? "")));
+  const folders = [
+    ...(options.toolchain ? [join(options.toolchain, "wheels")] : []),
+    ...(sandbox.image ? [join(sandbox.image.rootfs, PACKAGES_DIR)] : []),
+  ];
+  const wheels = (await Promise.all(folders.map((dir) => readdir(dir).catch(() => [] as string[])))).flat();
+  const held = new Set(wheels.map((file) => requirementName(file.split("-")[0] ?? "")));
   return printed.filter((requirement) => {
-    const name = projectName(requirement);
+    const name = requirementName(requirement);
     return tests.some((text) => text.includes(name)) && !held.has(name);
   });
 }

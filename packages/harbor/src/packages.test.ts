@@ -1,0 +1,135 @@
+import { existsSync } from "node:fs";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { validateTask } from "./index.ts";
+import { scriptRequirements, taskRequirements, toolchainPins } from "./packages.ts";
+import { installImages, toolchain } from "./test-support.ts";
+
+const sh = (path: string, text: string) => ({ path, mode: 0o644, content: Buffer.from(text) });
+
+describe("the packages a task's scripts install", () => {
+  it("reads pip, uv pip, uv add and uvx --with, one list per command", () => {
+    const script = [
+      "#!/bin/bash",
+      "apt-get install -y curl",
+      "curl -LsSf https://astral.sh/uv/0.7.13/install.sh | sh",
+      "uv venv .tbench-testing",
+      "uv pip install pytest==8.4.1 pandas==2.3.0 pyarrow==20.0.0",
+      "pip3 install --break-system-packages -q 'requests>=2.31' -r requirements.txt",
+      "python3 -m pip install --upgrade pip && python -m pip install numpy --index-url https://x.example/simple",
+      "uv add pandas pyarrow  # the converter's needs",
+      "uvx -p 3.13 --with pytest==8.4.1 -w pytest-json-ctrf==0.3.5 --with=scipy==1.16.0 pytest --ctrf /logs/verifier/ctrf.json -w ignored",
+      "uv run --with 'rich[jupyter]' python check.py -w not-a-package",
+      "pip install \\",
+      "    six==1.17.0 \\",
+      "    ./local-package > /dev/null 2>&1",
+      "uv pip install -e . && pip install https://example.com/pkg.whl",
+      "echo pip install not-this",
+    ].join("\n");
+    expect(scriptRequirements(script)).toEqual([
+      ["pytest==8.4.1", "pandas==2.3.0", "pyarrow==20.0.0"],
+      ["requests>=2.31"],
+      ["numpy"],
+      ["pandas", "pyarrow"],
+      ["pytest==8.4.1", "pytest-json-ctrf==0.3.5", "scipy==1.16.0"],
+      ["rich[jupyter]"],
+      ["six==1.17.0"],
+    ]);
+  });
+
+  it("leaves out what the verifier toolchain already holds, and repeats", () => {
+    const pins = toolchainPins("# comment\npytest==8.4.1\npytest-json-ctrf==0.3.5\nPyYAML==6.0.2\n");
+    const scripts = [
+      sh(
+        "tests/test.sh",
+        "uvx --with pytest==8.4.1 --with pytest-json-ctrf==0.3.5 pytest\npip install pyyaml\n",
+      ),
+      sh("tests/run-tests.sh", "uv pip install pytest==8.3.4\nuv pip install pytest==8.4.1 pandas==2.3.0\n"),
+      sh("solution/solve.sh", "uv pip install pytest==8.4.1 pandas==2.3.0\nuv add pandas\n"),
+      sh("tests/test_outputs.py", "# pip install torch\n"),
+    ];
+    expect(taskRequirements(scripts, pins)).toEqual([
+      ["pytest==8.3.4"],
+      ["pytest==8.4.1", "pandas==2.3.0"],
+      ["pandas"],
+    ]);
+  });
+});
+
+describe("a task whose scripts install packages, on podman", () => {
+  let dir: string | undefined;
+  afterAll(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it("gets them fetched into its image at build, and its solution and tests install them offline", async () => {
+    if (!existsSync(join(toolchain, "bin", "uvx")))
+      throw new Error(`no verifier toolchain at ${toolchain}: run the install (./bridle test does)`);
+    const images = installImages();
+    const why = await images.unavailable();
+    if (why) throw new Error(`images cannot be built here: ${why}`);
+    dir = await mkdtemp(join(tmpdir(), "bridle-packages-"));
+    const task = join(dir, "count-to-toml");
+    // Terminal-Bench 1's layout, as its tasks are written: a base without WORKDIR (its own sets
+    // /app), `COPY x ./`, and scripts that fetch uv and packages from the network at run time.
+    const files: Record<string, string> = {
+      "task.yaml":
+        "instruction: |-\n  Write the number in /app/count.txt into /app/out.toml as the key n.\ncategory: file-operations\nmax_agent_timeout_sec: 120\nmax_test_timeout_sec: 120\n",
+      Dockerfile: "FROM ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624\nCOPY count.txt ./\n",
+      "count.txt": "3\n",
+      "solution.sh": [
+        "#!/bin/bash",
+        "curl -LsSf https://astral.sh/uv/0.7.13/install.sh | sh",
+        "source $HOME/.local/bin/env",
+        "uv venv /tmp/solve && . /tmp/solve/bin/activate && uv pip install tomli-w",
+        "python -c \"import tomli_w; print(tomli_w.dumps({'n': int(open('count.txt').read())}), end='')\" > out.toml",
+        "",
+      ].join("\n"),
+      "run-tests.sh": [
+        "#!/bin/bash",
+        "curl -LsSf https://astral.sh/uv/0.7.13/install.sh | sh",
+        "source $HOME/.local/bin/env",
+        "uv venv .tbench-testing",
+        "source .tbench-testing/bin/activate",
+        "uv pip install pytest==8.4.1 tomli==2.2.1",
+        "pip install bridle-no-such-package==0.0.1 || true",
+        "uv run pytest $TEST_DIR/test_outputs.py -rA",
+        "",
+      ].join("\n"),
+      "tests/test_outputs.py": [
+        "import tomli",
+        "",
+        "def test_out_holds_the_count():",
+        '    with open("/app/out.toml", "rb") as f:',
+        '        assert tomli.load(f) == {"n": 3}',
+        "",
+      ].join("\n"),
+    };
+    for (const [path, content] of Object.entries(files)) {
+      await mkdir(join(task, path, ".."), { recursive: true });
+      await writeFile(join(task, path), content);
+    }
+    const { verdict } = await validateTask(task, { repeats: 1, toolchain, images, baseDir: dir });
+    expect(verdict.problems).toEqual([]);
+    expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
+      ["oracle", 1],
+      ["nop", 0],
+    ]);
+    expect(verdict.notes).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(
+          /-> localhost\/bridle\/t-bench-ubuntu:12 \(Debian 12 with tmux and asciinema, in \/app\)/,
+        ),
+        expect.stringMatching(
+          /^the Python packages its scripts install \(pytest==8\.4\.1 tomli==2\.2\.1 bridle-no-such-package==0\.0\.1 tomli-w\) and uv==[0-9.]+: fetched from PyPI while the image builds/,
+        ),
+        // What PyPI does not have fails nothing at build: its install fails offline, as it would have.
+        expect.stringMatching(
+          /^not fetched, so its install fails offline in the sandbox: bridle-no-such-package==0\.0\.1: ERROR: .*No matching distribution/,
+        ),
+      ]),
+    );
+  }, 600_000);
+});

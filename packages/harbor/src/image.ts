@@ -9,7 +9,7 @@ import {
 } from "@bridle/sandbox";
 import { writeTree } from "./files.ts";
 import type { HarborTask } from "./load.ts";
-import { taskRequirements, toolchainPins } from "./packages.ts";
+import { type RequirementGroup, taskRequirements, toolchainPins } from "./packages.ts";
 
 /** Where an image holds the wheels of what the task's scripts install, and uv (see withPackages). */
 export const PACKAGES_DIR = "/opt/bridle/packages";
@@ -81,6 +81,15 @@ async function toolchainOf(
   return { pins: toolchainPins(tools), uv };
 }
 
+/**
+ * The newest manylinux a wheel for another Python than the image's may need: the bases are
+ * Debian 12, glibc 2.36 (pip takes every older manylinux with it).
+ */
+const MANYLINUX = "manylinux_2_36";
+
+const describe = (group: RequirementGroup) =>
+  `${group.requirements.join(" ")}${group.python ? ` (for Python ${group.python})` : ""}`;
+
 /** Where the image notes the install commands whose packages could not be fetched, and why. */
 const UNAVAILABLE = "/opt/bridle/unavailable-packages";
 
@@ -96,7 +105,7 @@ const UNAVAILABLE = "/opt/bridle/unavailable-packages";
  */
 export function withPackages(
   content: string,
-  requirements: readonly string[][],
+  requirements: readonly RequirementGroup[],
   uvVersion: string | undefined,
 ): { dockerfile: string; note: string } {
   const instructions = dockerfileInstructions(content);
@@ -106,21 +115,24 @@ export function withPackages(
     .findLast((i) => /^USER\s/i.test(i.text))
     ?.text.replace(/^USER\s+/i, "");
   // Requirements are names, extras and versions only (scriptRequirements): nothing to quote in
-  // them; globbing is off for a version such as ==2.*.
-  const groups = requirements.map((group) => `'${group.join(" ")}'`).join(" ");
+  // them; globbing is off for a version such as ==2.*. Each item is `python|requirements`, `-`
+  // for the image's own python3.
+  const groups = requirements
+    .map((group) => `'${group.python ?? "-"}|${group.requirements.join(" ")}'`)
+    .join(" ");
   const uv = `uv${uvVersion ? `==${uvVersion}` : ""}`;
   const pip = "python3 -m pip --disable-pip-version-check --no-cache-dir";
   const why = `"$(tail -n 1 /tmp/.bridle-fetch)"`;
   const lines = [
     "# Bridle: what the task's scripts install at run time, fetched now for the offline sandbox.",
     ...(user ? ["USER root"] : []),
-    `RUN set -f; mkdir -p ${PACKAGES_DIR}; : > ${UNAVAILABLE}; for req in ${groups}; do ${pip} download --prefer-binary --dest ${PACKAGES_DIR} $req >/dev/null 2>/tmp/.bridle-fetch || echo "$req: "${why} >> ${UNAVAILABLE}; done; ${pip} install --no-deps --quiet --target ${UV_DIR} ${uv} 2>/tmp/.bridle-fetch || echo "${uv}: "${why} >> ${UNAVAILABLE}; rm -f /tmp/.bridle-fetch`,
+    `RUN set -f; mkdir -p ${PACKAGES_DIR}; : > ${UNAVAILABLE}; for item in ${groups}; do py=\${item%%|*}; req=\${item#*|}; for_py=; [ "$py" = - ] || for_py="--only-binary=:all: --python-version $py --platform ${MANYLINUX}_$(uname -m)"; ${pip} download --prefer-binary $for_py --dest ${PACKAGES_DIR} $req >/dev/null 2>/tmp/.bridle-fetch || echo "$req: "${why} >> ${UNAVAILABLE}; done; ${pip} install --no-deps --quiet --target ${UV_DIR} ${uv} 2>/tmp/.bridle-fetch || echo "${uv}: "${why} >> ${UNAVAILABLE}; rm -f /tmp/.bridle-fetch`,
     ...(user ? [`USER ${user}`] : []),
     `ENV PIP_FIND_LINKS=${PACKAGES_DIR} PIP_NO_INDEX=1 UV_FIND_LINKS=${PACKAGES_DIR} UV_OFFLINE=1 UV_NO_INDEX=1 UV_PYTHON_DOWNLOADS=never PATH="\${PATH}:${UV_DIR}/bin"`,
   ];
   return {
     dockerfile: `${content.replace(/\n*$/, "")}\n\n${lines.join("\n")}\n`,
-    note: `the Python packages its scripts install (${requirements.flat().join(" ")}) and ${uv}: fetched from PyPI while the image builds, as wheels in ${PACKAGES_DIR}, which pip and uv use offline in the sandbox`,
+    note: `the Python packages its scripts install (${requirements.map(describe).join(" ")}) and ${uv}: fetched from PyPI while the image builds, as wheels in ${PACKAGES_DIR}, which pip and uv use offline in the sandbox`,
   };
 }
 

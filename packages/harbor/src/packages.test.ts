@@ -29,13 +29,13 @@ describe("the packages a task's scripts install", () => {
       "echo pip install not-this",
     ].join("\n");
     expect(scriptRequirements(script)).toEqual([
-      ["pytest==8.4.1", "pandas==2.3.0", "pyarrow==20.0.0"],
-      ["requests>=2.31"],
-      ["numpy"],
-      ["pandas", "pyarrow"],
-      ["pytest==8.4.1", "pytest-json-ctrf==0.3.5", "scipy==1.16.0"],
-      ["rich[jupyter]"],
-      ["six==1.17.0"],
+      { requirements: ["pytest==8.4.1", "pandas==2.3.0", "pyarrow==20.0.0"] },
+      { requirements: ["requests>=2.31"] },
+      { requirements: ["numpy"] },
+      { requirements: ["pandas", "pyarrow"] },
+      { requirements: ["pytest==8.4.1", "pytest-json-ctrf==0.3.5", "scipy==1.16.0"], python: "3.13" },
+      { requirements: ["rich[jupyter]"] },
+      { requirements: ["six==1.17.0"] },
     ]);
   });
 
@@ -51,9 +51,9 @@ describe("the packages a task's scripts install", () => {
       sh("tests/test_outputs.py", "# pip install torch\n"),
     ];
     expect(taskRequirements(scripts, pins)).toEqual([
-      ["pytest==8.3.4"],
-      ["pytest==8.4.1", "pandas==2.3.0"],
-      ["pandas"],
+      { requirements: ["pytest==8.3.4"] },
+      { requirements: ["pytest==8.4.1", "pandas==2.3.0"] },
+      { requirements: ["pandas"] },
     ]);
   });
 });
@@ -94,12 +94,17 @@ describe("a task whose scripts install packages, on podman", () => {
         "uv venv .tbench-testing",
         "source .tbench-testing/bin/activate",
         "uv pip install pytest==8.4.1 tomli==2.2.1",
+        // Terminal-Bench 2's way: uv runs a Python 3.13 of its own, with its own wheels.
+        `uvx -p 3.13 -w tomli==2.2.1 python -c "import sys, tomli; print(sys.version_info[1])" > /tmp/uvx-minor`,
         "pip install bridle-no-such-package==0.0.1 || true",
         "uv run pytest $TEST_DIR/test_outputs.py -rA",
         "",
       ].join("\n"),
       "tests/test_outputs.py": [
         "import tomli",
+        "",
+        "def test_uvx_ran_python_3_13_with_its_wheel():",
+        '    assert open("/tmp/uvx-minor").read().strip() == "13"',
         "",
         "def test_out_holds_the_count():",
         '    with open("/app/out.toml", "rb") as f:',
@@ -123,7 +128,7 @@ describe("a task whose scripts install packages, on podman", () => {
           /-> localhost\/bridle\/t-bench-ubuntu:12 \(Debian 12 with tmux and asciinema, in \/app\)/,
         ),
         expect.stringMatching(
-          /^the Python packages its scripts install \(pytest==8\.4\.1 tomli==2\.2\.1 bridle-no-such-package==0\.0\.1 tomli-w\) and uv==[0-9.]+: fetched from PyPI while the image builds/,
+          /^the Python packages its scripts install \(pytest==8\.4\.1 tomli==2\.2\.1 tomli==2\.2\.1 \(for Python 3\.13\) bridle-no-such-package==0\.0\.1 tomli-w\) and uv==[0-9.]+: fetched from PyPI while the image builds/,
         ),
         // What PyPI does not have fails nothing at build: its install fails offline, as it would have.
         expect.stringMatching(

@@ -8,8 +8,8 @@ import type { TreeFile } from "./files.ts";
  * Only plain requirements count: names with an optional extra and version, never files, URLs,
  * `-r` lists or index options (what they name is not a package to fetch).
  */
-export function scriptRequirements(script: string): string[][] {
-  const groups: string[][] = [];
+export function scriptRequirements(script: string): RequirementGroup[] {
+  const groups: RequirementGroup[] = [];
   // Continuations joined; comments and what follows a command's end are not its arguments.
   for (const line of script.replace(/\\\r?\n/g, " ").split(/\r?\n|&&|\|\||;|\|/)) {
     const words = line
@@ -18,9 +18,16 @@ export function scriptRequirements(script: string): string[][] {
       .split(/\s+/)
       .filter(Boolean);
     const group = requirementsOf(words);
-    if (group.length > 0) groups.push(group);
+    if (group.requirements.length > 0) groups.push(group);
   }
   return groups;
+}
+
+/** What one install command asks for, and the Python it asks uv for (`uvx -p 3.13`), if any. */
+export interface RequirementGroup {
+  requirements: string[];
+  /** A version such as 3.13, where the command names one; else the sandbox's python3. */
+  python?: string;
 }
 
 /** Options of pip and uv that take the next word as their value. */
@@ -65,10 +72,11 @@ function unquote(word: string): string {
   return word.replace(/^(['"])(.*)\1$/, "$2");
 }
 
-function requirementsOf(words: string[]): string[] {
+function requirementsOf(words: string[]): RequirementGroup {
   const at = installStart(words);
-  if (at === -1) return [];
+  if (at === -1) return { requirements: [] };
   const out: string[] = [];
+  let python: string | undefined;
   const withValues = isUvRun(words);
   for (let i = at; i < words.length; i++) {
     const word = unquote(words[i] as string);
@@ -81,6 +89,9 @@ function requirementsOf(words: string[]): string[] {
       if (flag === "--with" || flag === "-w" || flag === "--from") {
         const value = inline ?? unquote(words[++i] ?? "");
         for (const part of value.split(",")) if (REQUIREMENT.test(part)) out.push(part);
+      } else if (flag === "-p" || flag === "--python") {
+        const value = inline ?? unquote(words[++i] ?? "");
+        if (/^3\.\d+$/.test(value)) python = value;
       } else if (!word.startsWith("-")) break;
       else if (TAKES_VALUE.has(flag) && inline === undefined) i++;
       continue;
@@ -92,7 +103,7 @@ function requirementsOf(words: string[]): string[] {
     // Upgrading the installer itself fetches nothing a test or solution imports.
     if (REQUIREMENT.test(word) && requirementName(word) !== "pip") out.push(word);
   }
-  return out;
+  return python === undefined ? { requirements: out } : { requirements: out, python };
 }
 
 /** Where a command's package arguments begin, or -1 when it installs nothing from an index. */
@@ -139,18 +150,19 @@ export function requirementName(requirement: string): string {
 export function taskRequirements(
   scripts: readonly TreeFile[],
   pins: ReadonlyMap<string, string>,
-): string[][] {
+): RequirementGroup[] {
   const seen = new Set<string>();
-  const out: string[][] = [];
+  const out: RequirementGroup[] = [];
   for (const file of scripts) {
     if (!file.path.endsWith(".sh")) continue;
     for (const group of scriptRequirements(file.content.toString("utf8"))) {
-      const held = group.every((req) => {
+      // The toolchain's wheels are pure Python: they serve any Python a command asks for.
+      const held = group.requirements.every((req) => {
         const pin = pins.get(requirementName(req));
         const version = req.match(/==([^,]+)$/)?.[1];
         return pin !== undefined && (version === undefined ? !/[<>=!~]/.test(req) : version === pin);
       });
-      const key = group.join(" ");
+      const key = `${group.python ?? ""} ${group.requirements.join(" ")}`;
       if (held || seen.has(key)) continue;
       seen.add(key);
       out.push(group);

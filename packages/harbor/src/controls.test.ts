@@ -50,6 +50,13 @@ beforeAll(async () => {
       "set -e\npython3 -c 'import urllib.request; urllib.request.urlopen(\"https://pypi.org/simple/\")'\n",
     ),
   );
+  // Tests that run a tool the environment does not have, from the shell and from Python.
+  await broken("absent-tool", (d) =>
+    writeFile(
+      join(d, "tests/test.sh"),
+      "mkdir -p /logs/verifier\nbridle-absent-tool --version\npython3 -c \"import subprocess; subprocess.run(['bridle-other-tool', 'x'])\" && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
+    ),
+  );
   // A verifier that scores a coin flip: every single run looks like a well-formed reward.
   await broken("coin-flip", (d) =>
     writeFile(
@@ -158,7 +165,7 @@ describe("controls catch bad tasks", () => {
   it("names the first test that failed, as pytest's summary gives it, beside the totals", async () => {
     const v = await verdictOf("pytest-summary");
     expect(v.problems[0]).toBe(
-      "oracle scored 0, expected 1: the reference solution does not pass the tests (first failure: FAILED tests/test_outputs.py::test_binary_exists - FileNotFoundError: [Errno 2] No such file or directory: 'file'; the tests' last line: ========================= 1 failed, 15 passed in 0.16s =========================)",
+      "oracle scored 0, expected 1: the reference solution does not pass the tests (first failure: FAILED tests/test_outputs.py::test_binary_exists - FileNotFoundError: [Errno 2] No such file or directory: 'file'; the tests ran `file`, which the environment does not have; the tests' last line: ========================= 1 failed, 15 passed in 0.16s =========================)",
     );
   });
 
@@ -176,6 +183,13 @@ describe("controls catch bad tasks", () => {
     expect(v.problems).toHaveLength(1);
     expect(v.problems[0]).toMatch(
       /^oracle scored 0, expected 1: the reference solution does not pass the tests \(solution\/solve.sh exited 1: it reaches for the network, which the sandbox does not give: .*(name resolution|resolve).*\)/,
+    );
+  });
+
+  it("names the commands the tests ran that the environment does not have", async () => {
+    const v = await verdictOf("absent-tool");
+    expect(v.problems[0]).toMatch(
+      /^oracle scored 0, expected 1: .*the tests ran `bridle-absent-tool`, `bridle-other-tool`, which the environment does not have/,
     );
   });
 
@@ -311,6 +325,7 @@ describe("controls catch bad tasks", () => {
     await cp(join(dir, "free-reward"), join(dir, "other-dataset", "free-reward"), { recursive: true });
     const verdicts = await validateFolder(dir, { parallel: 2, controls: false });
     expect(verdicts.map((v) => [v.id, v.ok])).toEqual([
+      ["absent-tool", true],
       ["bad-toml-field", false],
       ["bad-toml-syntax", false],
       ["bad-workdir", false],

@@ -202,11 +202,31 @@ function testsSaid(outputTail: string): string {
   // pytest's form only (`FAILED path::test - why`), not unittest's totals (`FAILED (failures=2)`).
   const first = /^(?:FAILED|ERROR) [^\s(]+(?: - .*)?$/m.exec(stdout)?.[0];
   const line = lastLine(stdout, stderr);
+  const absent = absentCommands(outputTail);
   const said = [
     ...(first ? [`first failure: ${first.slice(0, 300)}`] : []),
+    ...(absent.length > 0
+      ? [`the tests ran ${absent.map((c) => `\`${c}\``).join(", ")}, which the environment does not have`]
+      : []),
     ...(line ? [`the tests' last line: ${line.slice(0, 200)}`] : []),
   ];
   return said.length > 0 ? ` (${said.join("; ")})` : "";
+}
+
+/**
+ * Commands a run tried that are not installed: bash's `name: command not found`, and Python's
+ * `FileNotFoundError: ... No such file or directory: 'name'` for a bare name (subprocess running a
+ * tool), at most three.
+ */
+function absentCommands(output: string): string[] {
+  const names = new Set<string>();
+  for (const m of output.matchAll(/(?:^|[\s:])([A-Za-z0-9][A-Za-z0-9._+-]*): command not found/gm))
+    names.add(m[1] as string);
+  for (const m of output.matchAll(
+    /FileNotFoundError: \[Errno 2\] No such file or directory: '([A-Za-z0-9][A-Za-z0-9._+-]*)'/g,
+  ))
+    names.add(m[1] as string);
+  return [...names].slice(0, 3);
 }
 
 /** The nop control: no agent phase at all, then the tests; must score 0. */

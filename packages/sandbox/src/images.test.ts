@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { buildFailure } from "./images.ts";
 import {
   BASE_IMAGE,
   EnvironmentImages,
@@ -59,6 +60,26 @@ describe("planDockerfile", () => {
       "RUN curl -fsSL https://example.com/install.sh | sh",
     ]);
     expect(plan.substitutions).toHaveLength(1);
+  });
+
+  it("says a Launchpad PPA is out of reach, where add-apt-repository fails on it", () => {
+    const dockerfile =
+      "FROM ubuntu:24.04\nRUN apt-get install -y software-properties-common && add-apt-repository ppa:deadsnakes/ppa && apt-get update\n";
+    const plan = planDockerfile(dockerfile, "Dockerfile");
+    const output = [
+      "STEP 2/2: RUN apt-get install -y software-properties-common && add-apt-repository ppa:deadsnakes/ppa && apt-get update",
+      "    ^^^^^^^^^^^^^^",
+      "AttributeError: 'NoneType' object has no attribute 'people'",
+      'Error: building at STEP "RUN apt-get install ...": while running runtime: exit status 1',
+    ].join("\n");
+    expect(buildFailure(output, plan, "Dockerfile").message).toBe(
+      "Dockerfile: line 2: RUN apt-get install -y software-properties-common && add-apt-repository ppa:deadsnakes/ppa && apt-get update: failed: ppa:deadsnakes/ppa is on Launchpad, which builds cannot reach (they reach Debian's packages and PyPI)",
+    );
+    // The same step failing for another reason says what it printed.
+    expect(
+      buildFailure(output.replace(/.*'people'.*/, "E: Unable to locate package x"), plan, "Dockerfile")
+        .message,
+    ).toMatch(/failed: .*Unable to locate package x/);
   });
 
   it("refuses an image it has no base for, naming the line, and a Dockerfile without FROM", () => {

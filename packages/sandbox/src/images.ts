@@ -691,13 +691,18 @@ function flavourOf(image: string): Flavour | undefined {
 }
 
 /** What failed in a build, with the Dockerfile line of the step the engine was at. */
-function buildFailure(output: string, plan: Plan, name: string): ImageBuildError {
+export function buildFailure(output: string, plan: Plan, name: string): ImageBuildError {
   const steps = [...output.matchAll(/^STEP \d+\/\d+: (.*)$/gm)].map((m) => m[1]!);
   const last = steps.at(-1);
   const at = last
     ? plan.lines.find((l) => l.text !== "SHELL" && sameInstruction(l.built ?? l.text, last))
     : undefined;
-  const why = tail(output, 3);
+  // add-apt-repository fails deep inside Launchpad's client library; the reason is where PPAs live.
+  const ppa = at?.text.match(/add-apt-repository\s+(?:-y\s+)?(ppa:[^\s&;|]+)/)?.[1];
+  const why =
+    ppa && /launchpad|'people'/i.test(tail(output, 12))
+      ? `${ppa} is on Launchpad, which builds cannot reach (they reach Debian's packages and PyPI)`
+      : tail(output, 3);
   return at
     ? new ImageBuildError(`${name}: line ${at.line}: ${at.text.slice(0, 120)}: failed: ${why}`, at.line)
     : new ImageBuildError(`${name}: the build failed: ${why}`);

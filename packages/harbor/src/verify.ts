@@ -46,14 +46,16 @@ function toolchainFor(
   env: Record<string, string>;
 } {
   if (!host || !existsSync(host)) return { mounts: [], env: {} };
-  // The wheels of what the task's scripts install, where its image was built with them (withPackages).
+  // The wheels of what the task's scripts install, where its image was built with them
+  // (withPackages): the image's own, read-only over what the agent phase may have changed there.
   const rootfs = sandbox.image?.rootfs;
-  const packages = rootfs && existsSync(join(rootfs, PACKAGES_DIR)) ? [PACKAGES_DIR] : [];
-  const wheels = [`${TOOLCHAIN_DIR}/wheels`, ...packages];
+  const imageWheels = rootfs && existsSync(join(rootfs, PACKAGES_DIR)) ? join(rootfs, PACKAGES_DIR) : null;
+  const wheels = [`${TOOLCHAIN_DIR}/wheels`, ...(imageWheels ? [PACKAGES_DIR] : [])];
   return {
     mounts: [
       { source: host, target: TOOLCHAIN_DIR },
       { source: join(host, "bin"), target: "/tmp/.local/bin" },
+      ...(imageWheels ? [{ source: imageWheels, target: PACKAGES_DIR }] : []),
     ],
     env: {
       // python-bin (CPython 3.13) last: a plain `uv venv` keeps the sandbox's own python3.

@@ -101,12 +101,7 @@ describe("a Terminal-Bench 1 task", () => {
   });
 
   it("passes both controls, scored from pytest's summary the way Terminal-Bench scores it", async () => {
-    const { verdict } = await validateTask(await tb1Task("greet-controls"), check);
-    expect(verdict.problems, JSON.stringify(verdict.controls?.runs)).toEqual([]);
-    expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
-      ["oracle", 1],
-      ["nop", 0],
-    ]);
+    await expectBothControlsPass(await tb1Task("greet-controls"));
   });
 
   it("scores 0 when one test of several fails", async () => {
@@ -168,6 +163,25 @@ describe("a Terminal-Bench 1 task", () => {
   });
 });
 
+/** How Harbor's test.sh files begin: curl and uv from the network, both failing here, offline. */
+const FETCHES_UV = [
+  "#!/bin/bash",
+  "apt-get update",
+  "apt-get install -y curl",
+  "curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh",
+  "source $HOME/.local/bin/env",
+];
+
+/** Validates the task: the oracle must score 1 and the nop 0, with nothing else to say. */
+async function expectBothControlsPass(task: string): Promise<void> {
+  const { verdict } = await validateTask(task, check);
+  expect(verdict.problems, JSON.stringify(verdict.controls?.runs)).toEqual([]);
+  expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
+    ["oracle", 1],
+    ["nop", 0],
+  ]);
+}
+
 /** Writes a task's tests/test.sh from its lines. */
 const writeTestScript = (task: string, lines: string[]) =>
   writeFile(join(task, "tests", "test.sh"), [...lines, ""].join("\n"));
@@ -192,21 +206,12 @@ describe("the verifier toolchain", () => {
     // The shape of most Harbor tasks' tests/test.sh: install curl and uv from the network (both
     // fail here, offline), then run pytest through uvx with the versions the task pins.
     await writeTestScript(task, [
-      "#!/bin/bash",
-      "apt-get update",
-      "apt-get install -y curl",
-      "curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh",
-      "source $HOME/.local/bin/env",
+      ...FETCHES_UV,
       "uvx --with pytest==8.4.1 --with pytest-json-ctrf==0.3.5 pytest --ctrf /logs/verifier/ctrf.json /tests/test_outputs.py -rA",
       "if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi",
       "test -s /logs/verifier/ctrf.json || echo 'no ctrf report' > /logs/verifier/reward.txt",
     ]);
-    const { verdict } = await validateTask(task, check);
-    expect(verdict.problems).toEqual([]);
-    expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
-      ["oracle", 1],
-      ["nop", 0],
-    ]);
+    await expectBothControlsPass(task);
   });
 
   it("runs Terminal-Bench 2's test.sh, which asks uv for Python 3.13, on the toolchain's CPython 3.13", async () => {
@@ -218,11 +223,7 @@ describe("the verifier toolchain", () => {
     );
     // Terminal-Bench 2's tests/test.sh, as its tasks ship it.
     await writeTestScript(task, [
-      "#!/bin/bash",
-      "apt-get update",
-      "apt-get install -y curl",
-      "curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh",
-      "source $HOME/.local/bin/env",
+      ...FETCHES_UV,
       "uvx \\",
       "  -p 3.13 \\",
       "  -w pytest==8.4.1 \\",
@@ -231,12 +232,7 @@ describe("the verifier toolchain", () => {
       "if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi",
     ]);
     try {
-      const { verdict } = await validateTask(task, check);
-      expect(verdict.problems).toEqual([]);
-      expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
-        ["oracle", 1],
-        ["nop", 0],
-      ]);
+      await expectBothControlsPass(task);
     } finally {
       await rm(join(task, "tests", "test_python.py"));
       await writeFile(join(task, "tests", "test.sh"), before);

@@ -9,7 +9,7 @@ import {
 } from "@bridle/sandbox";
 import { writeTree } from "./files.ts";
 import type { HarborTask } from "./load.ts";
-import { type RequirementGroup, taskRequirements, toolchainPins } from "./packages.ts";
+import { type HeldWheel, type RequirementGroup, taskRequirements, wheelsHeld } from "./packages.ts";
 
 /** Where an image holds the wheels of what the task's scripts install, and uv (see withPackages). */
 export const PACKAGES_DIR = "/opt/bridle/packages";
@@ -43,7 +43,7 @@ export async function taskImage(
   }
   const toolchain = await toolchainOf(options.toolchain);
   const scripts = [task.tests, task.solution, ...task.steps.flatMap((s) => [s.tests, s.solution])].flat();
-  const requirements = taskRequirements(scripts, toolchain.pins);
+  const requirements = taskRequirements(scripts, toolchain.wheels);
   const packages =
     requirements.length > 0 ? withPackages(dockerfile.content, requirements, toolchain.uv) : null;
   const context = await mkdtemp(join(tmpdir(), "bridle-build-context-"));
@@ -69,16 +69,16 @@ export async function taskImage(
   }
 }
 
-/** The verifier toolchain's pinned tools and its uv's version, where the host has one. */
+/** The verifier toolchain's wheels and its uv's version, where the host has one. */
 async function toolchainOf(
   dir: string | undefined,
-): Promise<{ pins: Map<string, string>; uv: string | undefined }> {
-  if (!dir) return { pins: new Map(), uv: undefined };
-  const tools = await readFile(join(dir, "tools.txt"), "utf8").catch(() => "");
-  const uv = (await readdir(join(dir, "python")).catch(() => [] as string[]))
+): Promise<{ wheels: Map<string, HeldWheel>; uv: string | undefined }> {
+  if (!dir) return { wheels: new Map(), uv: undefined };
+  const list = (folder: string) => readdir(join(dir, folder)).catch(() => [] as string[]);
+  const uv = (await list("python"))
     .map((name) => name.match(/^uv-([0-9][0-9A-Za-z.+]*)\.dist-info$/)?.[1])
     .find((v) => v !== undefined);
-  return { pins: toolchainPins(tools), uv };
+  return { wheels: wheelsHeld(await list("wheels")), uv };
 }
 
 /**

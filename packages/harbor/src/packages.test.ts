@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { validateTask } from "./index.ts";
-import { scriptRequirements, taskRequirements, toolchainPins } from "./packages.ts";
+import { scriptRequirements, taskRequirements, wheelsHeld } from "./packages.ts";
 import { installImages, toolchain } from "./test-support.ts";
 
 const sh = (path: string, text: string) => ({ path, mode: 0o644, content: Buffer.from(text) });
@@ -40,7 +40,12 @@ describe("the packages a task's scripts install", () => {
   });
 
   it("leaves out what the verifier toolchain already holds, and repeats", () => {
-    const pins = toolchainPins("# comment\npytest==8.4.1\npytest-json-ctrf==0.3.5\nPyYAML==6.0.2\n");
+    const pins = wheelsHeld([
+      "pytest-8.4.1-py3-none-any.whl",
+      "pytest_json_ctrf-0.3.5-py3-none-any.whl",
+      "PyYAML-6.0.2-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+      "README",
+    ]);
     const scripts = [
       sh(
         "tests/test.sh",

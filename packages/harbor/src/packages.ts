@@ -73,15 +73,14 @@ function unquote(word: string): string {
 }
 
 function requirementsOf(words: string[]): RequirementGroup {
-  const at = installStart(words);
-  if (at === -1) return { requirements: [] };
+  const command = installCommand(words);
+  if (!command) return { requirements: [] };
   const out: string[] = [];
   let python: string | undefined;
-  const withValues = isUvRun(words);
-  for (let i = at; i < words.length; i++) {
+  for (let i = command.start; i < words.length; i++) {
     const word = unquote(words[i] as string);
     if (/^[<>]/.test(word)) break;
-    if (withValues) {
+    if (command.runs) {
       // uvx and uv run: only what --with, -w and --from name; the rest is the command to run.
       const eq = word.indexOf("=");
       const flag = eq === -1 ? word : word.slice(0, eq);
@@ -106,35 +105,30 @@ function requirementsOf(words: string[]): RequirementGroup {
   return python === undefined ? { requirements: out } : { requirements: out, python };
 }
 
-/** Where a command's package arguments begin, or -1 when it installs nothing from an index. */
-function installStart(words: string[]): number {
-  const bin = (w: string | undefined) => (w ?? "").split("/").pop() ?? "";
+/**
+ * Where a command's package arguments begin, and whether it runs a command after them (uvx,
+ * `uv run`, `uv tool run`: then only --with, -w and --from name packages); null when it installs
+ * nothing from an index.
+ */
+function installCommand(words: string[]): { start: number; runs: boolean } | null {
   let i = 0;
   while (i < words.length && (/^[A-Z_][A-Z0-9_]*=/.test(words[i] as string) || words[i] === "sudo")) i++;
-  const first = bin(words[i]);
+  const first = (words[i] ?? "").split("/").pop() ?? "";
   const next = words[i + 1];
-  if (/^pip3?(\.\d+)?$/.test(first) && next === "install") return i + 2;
+  const installs = (start: number) => ({ start, runs: false });
+  if (/^pip3?(\.\d+)?$/.test(first) && next === "install") return installs(i + 2);
   if (/^python3?(\.\d+)?$/.test(first) && next === "-m" && /^pip3?$/.test(words[i + 2] ?? "")) {
-    return words[i + 3] === "install" ? i + 4 : -1;
+    return words[i + 3] === "install" ? installs(i + 4) : null;
   }
   if (first === "uv") {
-    if (next === "pip" && words[i + 2] === "install") return i + 3;
-    if (next === "add") return i + 2;
-    if (next === "tool" && words[i + 2] === "install") return i + 3;
-    if (next === "run" || (next === "tool" && words[i + 2] === "run")) return i + 2;
+    if (next === "pip" && words[i + 2] === "install") return installs(i + 3);
+    if (next === "add") return installs(i + 2);
+    if (next === "tool" && words[i + 2] === "install") return installs(i + 3);
+    if (next === "run") return { start: i + 2, runs: true };
+    if (next === "tool" && words[i + 2] === "run") return { start: i + 3, runs: true };
   }
-  if (first === "uvx") return i + 1;
-  return -1;
-}
-
-/** uvx, `uv run` and `uv tool run`: a command follows, and only their --with, -w and --from name packages. */
-function isUvRun(words: string[]): boolean {
-  const i = words.findIndex((w) => !/^[A-Z_][A-Z0-9_]*=/.test(w) && w !== "sudo");
-  const first = (words[i] ?? "").split("/").pop();
-  const next = words[i + 1];
-  return (
-    first === "uvx" || (first === "uv" && (next === "run" || (next === "tool" && words[i + 2] === "run")))
-  );
+  if (first === "uvx") return { start: i + 1, runs: true };
+  return null;
 }
 
 /** The name a requirement installs, normalised as PyPI compares names. */
@@ -144,23 +138,24 @@ export function requirementName(requirement: string): string {
 
 /**
  * What the task's shell scripts (tests and solutions, every step's too) install, less what the
- * verifier toolchain already holds (`pins`: name to version), without repeats. A group is dropped
- * when every requirement in it is a toolchain package, unpinned or pinned to its version.
+ * verifier toolchain's wheels already hold (`wheels`, see wheelsHeld), without repeats. A group is
+ * dropped when every requirement in it is a toolchain wheel, unpinned or pinned to its version,
+ * and, for a group that asks uv for another Python, a pure-Python one.
  */
 export function taskRequirements(
   scripts: readonly TreeFile[],
-  pins: ReadonlyMap<string, string>,
+  wheels: ReadonlyMap<string, HeldWheel>,
 ): RequirementGroup[] {
   const seen = new Set<string>();
   const out: RequirementGroup[] = [];
   for (const file of scripts) {
     if (!file.path.endsWith(".sh")) continue;
     for (const group of scriptRequirements(file.content.toString("utf8"))) {
-      // The toolchain's wheels are pure Python: they serve any Python a command asks for.
       const held = group.requirements.every((req) => {
-        const pin = pins.get(requirementName(req));
+        const wheel = wheels.get(requirementName(req));
         const version = req.match(/==([^,]+)$/)?.[1];
-        return pin !== undefined && (version === undefined ? !/[<>=!~]/.test(req) : version === pin);
+        if (!wheel || (group.python !== undefined && !wheel.pure)) return false;
+        return version === undefined ? !/[<>=!~]/.test(req) : version === wheel.version;
       });
       const key = `${group.python ?? ""} ${group.requirements.join(" ")}`;
       if (held || seen.has(key)) continue;
@@ -171,12 +166,22 @@ export function taskRequirements(
   return out;
 }
 
-/** The toolchain's pins (`name==version` lines of its tools.txt), by normalised name. */
-export function toolchainPins(toolsTxt: string): Map<string, string> {
-  const pins = new Map<string, string>();
-  for (const line of toolsTxt.split("\n")) {
-    const m = line.trim().match(/^([A-Za-z0-9._-]+)==(\S+)$/);
-    if (m) pins.set(requirementName(m[1] as string), m[2] as string);
+/** A wheel at hand: its version, and whether it serves any Python (`py3-none-any`). */
+export interface HeldWheel {
+  version: string;
+  pure: boolean;
+}
+
+/** The project a wheel file installs, normalised (`PyYAML-6.0.2-cp311-...whl` -> `pyyaml`). */
+export const wheelName = (file: string) => requirementName(file.split("-")[0] ?? "");
+
+/** Wheel files (a folder's listing) by the project they install; other files are passed over. */
+export function wheelsHeld(files: readonly string[]): Map<string, HeldWheel> {
+  const held = new Map<string, HeldWheel>();
+  for (const file of files) {
+    const [, version] = file.split("-");
+    if (!file.endsWith(".whl") || !version) continue;
+    held.set(wheelName(file), { version, pure: file.endsWith("-none-any.whl") });
   }
-  return pins;
+  return held;
 }

@@ -6,7 +6,7 @@ import { SANDBOX_PATH, type Sandbox } from "@bridle/sandbox";
 import { resolveTaskEnv } from "./env.ts";
 import { type TreeFile, writeTree } from "./files.ts";
 import { PACKAGES_DIR } from "./image.ts";
-import { requirementName } from "./packages.ts";
+import { requirementName, wheelName } from "./packages.ts";
 
 export interface TestRunOptions {
   tests: TreeFile[];
@@ -247,7 +247,7 @@ async function unavailablePackages(
     ...(sandbox.image ? [join(sandbox.image.rootfs, PACKAGES_DIR)] : []),
   ];
   const wheels = (await Promise.all(folders.map((dir) => readdir(dir).catch(() => [] as string[])))).flat();
-  const held = new Set(wheels.map((file) => requirementName(file.split("-")[0] ?? "")));
+  const held = new Set(wheels.map(wheelName));
   return printed.filter((requirement) => {
     const name = requirementName(requirement);
     return tests.some((text) => text.includes(name)) && !held.has(name);

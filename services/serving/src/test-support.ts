@@ -13,6 +13,8 @@ export const modelDir = join(bridleHome, "models", "smollm2-135m-instruct");
 export interface VllmProcess {
   url: string;
   modelName: string;
+  /** The number format it serves in, which bounds how far two batch shapes' answers may differ. */
+  precision: "bf16" | "fp32";
   stop(): Promise<void>;
 }
 
@@ -38,14 +40,19 @@ export async function startVllm(
   const component = stackComponents(config).find((c) => c.name === "vllm");
   if (!component) throw new Error("the stack defines no vLLM component");
   const running = await startComponent(component, dir);
-  return { url: config.vllmUrl, modelName: config.modelName, stop: () => running.stop("SIGKILL") };
+  return {
+    url: config.vllmUrl,
+    modelName: config.modelName,
+    precision: config.precision,
+    stop: () => running.stop("SIGKILL"),
+  };
 }
 
 /** Writes real PEFT adapters for the embedded model: random (unlike the base) or zero (equal to it). */
 export function makeAdapters(
   out: string,
   count: number,
-  options: { zero?: boolean; seed?: number } = {},
+  options: { zero?: boolean; seed?: number; std?: number } = {},
 ): string[] {
   const args = [
     "-m",
@@ -58,6 +65,7 @@ export function makeAdapters(
     String(count),
   ];
   if (options.zero) args.push("--zero");
+  if (options.std !== undefined) args.push("--std", String(options.std));
   args.push("--seed", String(options.seed ?? 1));
   const cwd = join(repoRoot, "services", "trainer", "python");
   execFileSync(python, args, {

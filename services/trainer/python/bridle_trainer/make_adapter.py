@@ -23,6 +23,7 @@ def make_adapter(
     zero: bool,
     rank: int = 8,
     targets: tuple[str, ...] = DEFAULT_TARGETS,
+    std: float = 0.02,
 ) -> PreTrainedModel:
     """Writes one adapter and returns the base model, unwrapped again for the next one."""
     torch.manual_seed(seed)
@@ -40,7 +41,7 @@ def make_adapter(
         with torch.no_grad():
             for name, param in model.named_parameters():
                 if "lora_B" in name:
-                    param.normal_(0.0, 0.02)
+                    param.normal_(0.0, std)
     model.save_pretrained(str(out))
     normalise_adapter_config(out)
     return model.unload()
@@ -54,6 +55,12 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=1, help="write <out>-0 ... <out>-<count-1>")
     parser.add_argument("--zero", action="store_true", help="B = 0: an adapter equal to the base model")
     parser.add_argument(
+        "--std",
+        type=float,
+        default=0.02,
+        help="standard deviation of the random B matrices: how far the adapter moves the model",
+    )
+    parser.add_argument(
         "--targets",
         default=",".join(DEFAULT_TARGETS),
         help="comma-separated module names to adapt (default: the trainer's)",
@@ -64,10 +71,10 @@ def main() -> None:
         parser.error("--targets: name at least one module")
     base = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     if args.count == 1:
-        make_adapter(base, args.out, args.seed, args.zero, targets=targets)
+        make_adapter(base, args.out, args.seed, args.zero, targets=targets, std=args.std)
         return
     for i in range(args.count):
-        base = make_adapter(base, Path(f"{args.out}-{i}"), args.seed + i, args.zero, targets=targets)
+        base = make_adapter(base, Path(f"{args.out}-{i}"), args.seed + i, args.zero, targets=targets, std=args.std)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,13 @@ describe("planDockerfile", () => {
       /localhost\/bridle\/gcc:12/,
     );
     expect(planDockerfile("FROM ubuntu:24.04\n").substitutions[0]).toMatch(/-> localhost\/bridle\/debian:12/);
+    // Docker Hub's full python image has gcc and Python's headers (buildpack-deps); slim has neither.
+    for (const full of ["python:3.12", "python", "docker.io/library/python:3.13-bookworm", "pypy:3.10"])
+      expect(planDockerfile(`FROM ${full}\n`).substitutions[0]).toMatch(
+        /-> localhost\/bridle\/python-full:3\.11 \(.*headers, gcc and make/,
+      );
+    for (const slim of ["python:3.12-slim", "python:3.11-alpine", "python:3.13-slim-bookworm"])
+      expect(planDockerfile(`FROM ${slim}\n`).dockerfile).toMatch(/^FROM localhost\/bridle\/python:3\.11\n/);
     // Docker Hub's official images from a mirror, pinned by digest, and Terminal-Bench's own bases.
     const mirrored = "public.ecr.aws/docker/library/python:3.13-slim-bookworm@sha256:01f42367a0a9";
     expect(planDockerfile(`FROM ${mirrored}\n`).dockerfile).toMatch(

@@ -59,6 +59,8 @@ const BASE_PACKAGES = [
 interface Flavour {
   /** `FROM` image names (without registry or tag) that map to it. */
   names: string[];
+  /** Only for these tags (the image's variant); without it, any tag. */
+  tags?: (tag: string) => boolean;
   /** Local image name; BASE_IMAGE for the base itself. */
   image: string;
   /** Debian packages added to the base. */
@@ -77,6 +79,16 @@ const FLAVOURS: Flavour[] = [
     image: BASE_IMAGE,
     packages: [],
     says: "Debian 12",
+  },
+  // Docker Hub's python (and pypy) images are built on buildpack-deps: gcc, make and the headers
+  // that building a C extension needs. Their slim and alpine variants have none of them.
+  {
+    names: ["python", "pypy"],
+    tags: (tag) => !/slim|alpine/.test(tag),
+    image: "localhost/bridle/python-full:3.11",
+    packages: ["python-is-python3", "build-essential", "python3-dev"],
+    finish: "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED",
+    says: "Debian 12 with its python3 3.11 and its headers, gcc and make, pip installing system-wide",
   },
   {
     names: ["python", "pypy"],
@@ -672,11 +684,10 @@ const HUB_MIRRORS = [
 const KNOWN_REGISTRIES = ["ghcr.io/"];
 
 function flavourOf(image: string): Flavour | undefined {
-  // public.ecr.aws/docker/library/python:3.13-slim@sha256:... -> python
-  let name = image
-    .replace(/@sha256:[0-9a-f]+$/, "")
-    .replace(/:[^/:]+$/, "")
-    .toLowerCase();
+  // public.ecr.aws/docker/library/python:3.13-slim@sha256:... -> python, tag 3.13-slim
+  const untagged = image.replace(/@sha256:[0-9a-f]+$/, "").toLowerCase();
+  let name = untagged.replace(/:[^/:]+$/, "");
+  const tag = untagged.slice(name.length + 1) || "latest";
   const mirror = HUB_MIRRORS.find((m) => name.startsWith(m));
   if (mirror) name = name.slice(mirror.length);
   else {
@@ -685,8 +696,10 @@ function flavourOf(image: string): Flavour | undefined {
     else if (name.includes("/") && /[.:]|^localhost\//.test(name.split("/")[0]!)) return undefined;
   }
   // A versioned image (python:3.11-slim, gcc:13) names the toolchain by its name alone.
-  return FLAVOURS.find((f) =>
-    f.names.some((n) => (n.endsWith("*") ? name.startsWith(n.slice(0, -1)) : name === n)),
+  return FLAVOURS.find(
+    (f) =>
+      f.names.some((n) => (n.endsWith("*") ? name.startsWith(n.slice(0, -1)) : name === n)) &&
+      (f.tags?.(tag) ?? true),
   );
 }
 

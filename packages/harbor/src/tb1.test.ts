@@ -124,7 +124,31 @@ describe("a Terminal-Bench 1 task", () => {
     expect(verdict.controls?.runs.map((r) => r.reward)).toEqual([1, 0]);
   });
 
-  it("is an environment failure, never a 0, when run-tests.sh prints no pytest summary", async () => {
+  it("scores 0, as Terminal-Bench does, when run-tests.sh prints no pytest summary because the code does not build", async () => {
+    // Aider-polyglot's C++ tasks (Terminal-Bench datasets): run-tests.sh builds the workspace first,
+    // `exit 1` when the build fails, and prints its own summary only after; a stub fails to build.
+    const { verdict } = await validateTask(
+      await tb1Task("builds-first", {
+        "run-tests.sh": [
+          "#!/bin/bash",
+          "set -Eeuo pipefail",
+          "cd /app",
+          'if ! grep -q hello greeting.txt 2>/dev/null; then echo "CMake build failed"; exit 1; fi',
+          'echo "=============== short test summary info ==============="',
+          'echo "PASSED aider_polyglot_test"',
+          "",
+        ].join("\n"),
+      }),
+      check,
+    );
+    expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
+      ["oracle", 1],
+      ["nop", 0],
+    ]);
+    expect(verdict.ok, verdict.problems.join("; ")).toBe(true);
+  });
+
+  it("is an environment failure, never a 0, when run-tests.sh prints no pytest summary and the environment failed", async () => {
     const { verdict } = await validateTask(
       await tb1Task("no-pytest", { "run-tests.sh": "#!/bin/bash\necho 'pytest: command not found'\n" }),
       check,

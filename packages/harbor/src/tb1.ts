@@ -48,11 +48,15 @@ const READ_KEYS = new Set([
  * runs the task's own `run-tests.sh` as Terminal-Bench does (from the workspace, with TEST_DIR set
  * to the tests' folder) and scores the "short test summary info" section of pytest's `-rA` output:
  * 1 when every listed test passed (xfailed and skipped count as passed, as in Terminal-Bench),
- * else 0. No summary at all means the tests never ran: no reward, so an environment failure.
+ * else 0. Output without a summary is scored 0, as Terminal-Bench scores output its parser cannot
+ * read (a parse error is not resolved): the agent's code that does not build ends there. Unless the
+ * output shows the environment failing (a command or pytest missing, the network or a package
+ * index out of reach): then the tests never ran, so there is no reward, an environment failure.
  */
 export const TB1_TEST_SH = `#!/bin/bash
 # Written by Bridle for a Terminal-Bench 1 task: runs the task's run-tests.sh and scores the
-# pytest summary it prints (1 when every listed test passed, else 0).
+# pytest summary it prints (1 when every listed test passed, else 0; no summary is a 0, as in
+# Terminal-Bench, unless the environment failed).
 export TEST_DIR=/tests
 mkdir -p /logs/verifier
 bash /tests/run-tests.sh 2>&1 | tee /logs/verifier/test-output.txt
@@ -60,12 +64,19 @@ awk '
   /short test summary info/ { summary = 1; next }
   summary && $1 ~ /^(PASSED|XFAIL|SKIPPED)$/ { passed++ }
   summary && $1 ~ /^(FAILED|XPASS|ERROR)$/ { failed++ }
+  trouble == "" && /command not found|No module named .?pytest|Could not resolve host|Temporary failure in name resolution|Network is unreachable|Failed to establish a new connection|No matching distribution found|Could not find a version that satisfies|error: Failed to fetch|No interpreter found/ {
+    trouble = substr($0, 1, 200)
+  }
   END {
-    if (passed + failed == 0) {
-      print "bridle: run-tests.sh printed no pytest summary (short test summary info, from pytest -rA): the tests did not run" > "/dev/stderr"
+    if (passed + failed > 0) {
+      print (failed == 0 ? 1 : 0) > "/logs/verifier/reward.txt"
+    } else if (trouble != "") {
+      print "bridle: run-tests.sh printed no pytest summary, and its output shows the environment failing: " trouble > "/dev/stderr"
       exit 3
+    } else {
+      print "bridle: run-tests.sh printed no pytest summary (short test summary info, from pytest -rA): scored 0, as Terminal-Bench scores output its parser cannot read" > "/dev/stderr"
+      print 0 > "/logs/verifier/reward.txt"
     }
-    print (failed == 0 ? 1 : 0) > "/logs/verifier/reward.txt"
   }
 ' /logs/verifier/test-output.txt
 `;

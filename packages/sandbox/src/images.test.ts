@@ -71,22 +71,58 @@ describe("planDockerfile", () => {
 
   it("says a Launchpad PPA is out of reach, where add-apt-repository fails on it", () => {
     const dockerfile =
-      "FROM ubuntu:24.04\nRUN apt-get install -y software-properties-common && add-apt-repository ppa:deadsnakes/ppa && apt-get update\n";
+      "FROM ubuntu:24.04\nRUN apt-get install -y software-properties-common && add-apt-repository ppa:git-core/ppa && apt-get update\n";
     const plan = planDockerfile(dockerfile, "Dockerfile");
     const output = [
-      "STEP 2/2: RUN apt-get install -y software-properties-common && add-apt-repository ppa:deadsnakes/ppa && apt-get update",
+      "STEP 2/2: RUN apt-get install -y software-properties-common && add-apt-repository ppa:git-core/ppa && apt-get update",
       "    ^^^^^^^^^^^^^^",
       "AttributeError: 'NoneType' object has no attribute 'people'",
       'Error: building at STEP "RUN apt-get install ...": while running runtime: exit status 1',
     ].join("\n");
     expect(buildFailure(output, plan, "Dockerfile").message).toBe(
-      "Dockerfile: line 2: RUN apt-get install -y software-properties-common && add-apt-repository ppa:deadsnakes/ppa && apt-get update: failed: ppa:deadsnakes/ppa is on Launchpad, which builds cannot reach (they reach Debian's packages and PyPI)",
+      "Dockerfile: line 2: RUN apt-get install -y software-properties-common && add-apt-repository ppa:git-core/ppa && apt-get update: failed: ppa:git-core/ppa is on Launchpad, which builds cannot reach (they reach Debian's packages and PyPI)",
     );
     // The same step failing for another reason says what it printed.
     expect(
       buildFailure(output.replace(/.*'people'.*/, "E: Unable to locate package x"), plan, "Dockerfile")
         .message,
     ).toMatch(/failed: .*Unable to locate package x/);
+  });
+
+  it("leaves deadsnakes' PPA out (Debian 12 has Python 3.11), and names a Python only the PPA has", () => {
+    // Aider-polyglot's Python tasks (Terminal-Bench datasets) add it on Ubuntu 22.04 for python3.11.
+    const step = (python: string) =>
+      `RUN apt-get update && apt-get install -y software-properties-common && add-apt-repository ppa:deadsnakes/ppa && apt-get update && apt-get install -y ${python} ${python}-venv`;
+    const plan = planDockerfile(`FROM buildpack-deps:jammy\n${step("python3.11")}\n`, "Dockerfile");
+    expect(plan.dockerfile).toContain(
+      "software-properties-common && true && apt-get update && apt-get install -y python3.11 python3.11-venv\n",
+    );
+    expect(plan.substitutions).toEqual([
+      expect.stringMatching(/^Dockerfile: line 1: FROM buildpack-deps:jammy -> localhost\/bridle\/gcc:12/),
+      "Dockerfile: line 1: buildpack-deps:jammy predates PEP 668: pip installs into the system's Python there, and here too",
+      "Dockerfile: line 2: add-apt-repository ppa:deadsnakes/ppa -> left out: Launchpad is not reachable from builds, and Debian 12's own archive has Python 3.11's packages (python3.11, -venv, -dev)",
+    ]);
+    const other = planDockerfile(`FROM ubuntu:22.04\n${step("python3.9")}\n`, "Dockerfile");
+    const built = other.lines.find((l) => l.line === 2)?.built ?? "";
+    const output = [
+      `STEP 4/4: ${built}`,
+      "E: Unable to locate package python3.9",
+      "E: Couldn't find any package",
+    ].join("\n");
+    expect(buildFailure(output, other, "Dockerfile").message).toMatch(
+      /line 2: .*: failed: python3\.9 comes from ppa:deadsnakes\/ppa, on Launchpad, which builds cannot reach; Debian 12's archive, which stands in for it, has Python 3\.11 alone$/,
+    );
+    // Only images from before PEP 668 let pip install into the system: not Ubuntu 24.04 or Debian 12.
+    for (const [from, before] of [
+      ["ubuntu:20.04", true],
+      ["debian:bullseye-slim", true],
+      ["debian:11", true],
+      ["ubuntu:24.04", false],
+      ["debian:12", false],
+      ["ubuntu", false],
+      ["python:3.11", false],
+    ] as const)
+      expect(planDockerfile(`FROM ${from}\n`).dockerfile.includes("EXTERNALLY-MANAGED"), from).toBe(before);
   });
 
   it("refuses an image it has no base for, naming the line, and a Dockerfile without FROM", () => {

@@ -606,6 +606,48 @@ function withLocalUvInstaller(text: string, said: (substitution: string) => void
   });
 }
 
+/** Adding deadsnakes' PPA, which Ubuntu images use for a Python their release lacks. */
+const DEADSNAKES =
+  /\badd-apt-repository\s+(?:(?:-y|--yes)\s+)?ppa:deadsnakes\/ppa(?:\s+(?:-y|--yes))?(?=\s*(?:$|[;&|)]))/g;
+
+/** The Python that Debian 12's own archive has, which stands in for deadsnakes' packages. */
+const DEBIAN_PYTHON = "3.11";
+
+/**
+ * A RUN step's text with deadsnakes' PPA left out: Launchpad is out of reach from builds, and the
+ * local bases are Debian 12, whose own archive has the python3.11 packages Ubuntu images add it
+ * for (another version's install then fails, and the verdict says why).
+ */
+function withoutDeadsnakes(text: string, said: (substitution: string) => void): string {
+  if (/^RUN\s+\[/i.test(text)) return text;
+  return text.replace(DEADSNAKES, (adding) => {
+    said(
+      `${adding.trim()} -> left out: Launchpad is not reachable from builds, and Debian 12's own archive has Python ${DEBIAN_PYTHON}'s packages (python${DEBIAN_PYTHON}, -venv, -dev)`,
+    );
+    return "true";
+  });
+}
+
+/**
+ * Images released before pip refused to install into the system's Python (PEP 668: Ubuntu 23.04,
+ * Debian 12): on them `pip install` installs system-wide, as Dockerfiles written for them expect.
+ */
+function beforePep668(image: string): boolean {
+  const [name = "", tag = "latest"] = image
+    .replace(/@sha256:[0-9a-f]+$/, "")
+    .toLowerCase()
+    .split("/")
+    .at(-1)!
+    .split(":");
+  if (!["ubuntu", "debian", "buildpack-deps"].includes(name)) return false;
+  return /^(?:(?:1\d|2[0-2])\.\d+|trusty|xenial|bionic|focal|jammy|kinetic|(?:[0-9]|1[01])(?:\.\d+)?|jessie|stretch|buster|bullseye)(?:$|[-.])/.test(
+    tag,
+  );
+}
+
+/** The images' system Python, made installable as it is on an image from before PEP 668. */
+const SYSTEM_PIP = "RUN rm -f /usr/lib/python3*/EXTERNALLY-MANAGED";
+
 /**
  * The Dockerfile as it is built here: each `FROM` of a public image resolved to a local base
  * (stages named earlier are kept), and `SHELL ["/bin/bash", "-o", "pipefail", "-c"]` after each
@@ -621,9 +663,8 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
   for (const { line, text } of dockerfileInstructions(source)) {
     const [keyword = ""] = text.split(/\s+/);
     if (keyword.toUpperCase() === "RUN") {
-      const built = withLocalUvInstaller(text, (said) =>
-        substitutions.push(`${name}: line ${line}: ${said}`),
-      );
+      const say = (said: string) => substitutions.push(`${name}: line ${line}: ${said}`);
+      const built = withoutDeadsnakes(withLocalUvInstaller(text, say), say);
       out.push(built);
       lines.push({ line, text, built });
       continue;
@@ -664,6 +705,13 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
     lines.push({ line, text });
     out.push('SHELL ["/bin/bash", "-o", "pipefail", "-c"]');
     lines.push({ line, text: "SHELL" });
+    if (resolved !== image && beforePep668(image)) {
+      out.push(SYSTEM_PIP);
+      lines.push({ line, text: "SHELL" });
+      substitutions.push(
+        `${name}: line ${line}: ${image} predates PEP 668: pip installs into the system's Python there, and here too`,
+      );
+    }
   }
   if (froms === 0) throw new ImageBuildError(`${name}: no FROM line`);
   return { dockerfile: `${out.join("\n")}\n`, flavours, substitutions, lines };
@@ -712,10 +760,16 @@ export function buildFailure(output: string, plan: Plan, name: string): ImageBui
     : undefined;
   // add-apt-repository fails deep inside Launchpad's client library; the reason is where PPAs live.
   const ppa = at?.text.match(/add-apt-repository\s+(?:-y\s+)?(ppa:[^\s&;|]+)/)?.[1];
+  const missingPython =
+    at && new RegExp(DEADSNAKES.source).test(at.text)
+      ? output.match(/Unable to locate package (python3\.\d+)\S*/)?.[1]
+      : undefined;
   const why =
     ppa && /launchpad|'people'/i.test(tail(output, 12))
       ? `${ppa} is on Launchpad, which builds cannot reach (they reach Debian's packages and PyPI)`
-      : tail(output, 3);
+      : missingPython
+        ? `${missingPython} comes from ppa:deadsnakes/ppa, on Launchpad, which builds cannot reach; Debian 12's archive, which stands in for it, has Python ${DEBIAN_PYTHON} alone`
+        : tail(output, 3);
   return at
     ? new ImageBuildError(`${name}: line ${at.line}: ${at.text.slice(0, 120)}: failed: ${why}`, at.line)
     : new ImageBuildError(`${name}: the build failed: ${why}`);

@@ -89,6 +89,20 @@ describe("planDockerfile", () => {
     ).toMatch(/failed: .*Unable to locate package x/);
   });
 
+  it("names the package index a pip install was pointed at that builds cannot reach", () => {
+    const plan = planDockerfile(
+      "FROM python:3.13-slim\nRUN pip install torch==2.7.0 --index-url https://download.pytorch.org/whl/cpu\n",
+    );
+    const output = [
+      "STEP 3/3: RUN pip install torch==2.7.0 --index-url https://download.pytorch.org/whl/cpu",
+      "ERROR: Could not find a version that satisfies the requirement torch==2.7.0 (from versions: none)",
+      "ERROR: No matching distribution found for torch==2.7.0",
+    ].join("\n");
+    expect(buildFailure(output, plan, "Dockerfile").message).toBe(
+      "Dockerfile: line 2: RUN pip install torch==2.7.0 --index-url https://download.pytorch.org/whl/cpu: failed: https://download.pytorch.org/whl/cpu is not reachable from builds (they reach Debian's packages and PyPI), so pip found no version there",
+    );
+  });
+
   it("leaves deadsnakes' PPA out (Debian 12 has Python 3.11), and names a Python only the PPA has", () => {
     // Aider-polyglot's Python tasks (Terminal-Bench datasets) add it on Ubuntu 22.04 for python3.11.
     const step = (python: string) =>

@@ -764,12 +764,16 @@ export function buildFailure(output: string, plan: Plan, name: string): ImageBui
     at && new RegExp(DEADSNAKES.source).test(at.text)
       ? output.match(/Unable to locate package (python3\.\d+)\S*/)?.[1]
       : undefined;
+  // pip says only that it found no version; the reason is the index it was pointed at.
+  const index = at?.text.match(/(?:--index-url|--extra-index-url|-i)[=\s]+(https?:\/\/[^\s&;|]+)/)?.[1];
   const why =
-    ppa && /launchpad|'people'/i.test(tail(output, 12))
-      ? `${ppa} is on Launchpad, which builds cannot reach (they reach Debian's packages and PyPI)`
-      : missingPython
-        ? `${missingPython} comes from ppa:deadsnakes/ppa, on Launchpad, which builds cannot reach; Debian 12's archive, which stands in for it, has Python ${DEBIAN_PYTHON} alone`
-        : tail(output, 3);
+    index && !/pypi\.org|pythonhosted\.org/.test(index) && /from versions: none/.test(output)
+      ? `${index} is not reachable from builds (they reach Debian's packages and PyPI), so pip found no version there`
+      : ppa && /launchpad|'people'/i.test(tail(output, 12))
+        ? `${ppa} is on Launchpad, which builds cannot reach (they reach Debian's packages and PyPI)`
+        : missingPython
+          ? `${missingPython} comes from ppa:deadsnakes/ppa, on Launchpad, which builds cannot reach; Debian 12's archive, which stands in for it, has Python ${DEBIAN_PYTHON} alone`
+          : tail(output, 3);
   return at
     ? new ImageBuildError(`${name}: line ${at.line}: ${at.text.slice(0, 120)}: failed: ${why}`, at.line)
     : new ImageBuildError(`${name}: the build failed: ${why}`);

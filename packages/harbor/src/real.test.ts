@@ -27,6 +27,7 @@ describe("public Harbor and Terminal-Bench 1 tasks, unchanged", () => {
       ["harbor-cookbook-multi-reward", []],
       ["harbor-cookbook-simple-task", []],
       ["terminal-bench-evoeval-0", []],
+      ["terminal-bench-polyglot-python-affine-cipher", []],
     ]);
     for (const v of verdicts) {
       expect(v.ok).toBe(true);
@@ -37,6 +38,14 @@ describe("public Harbor and Terminal-Bench 1 tasks, unchanged", () => {
       // Every public base was stood in for by a local one, and the verdict says which.
       expect(v.notes.some((n) => / FROM .+ -> localhost\/bridle\//.test(n))).toBe(true);
     }
+    // Aider-polyglot's Python tasks add deadsnakes' PPA on Ubuntu 22.04 for python3.11, and
+    // upgrade pip system-wide, as an image from before PEP 668 allows.
+    expect(verdicts.at(-1)?.notes).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/buildpack-deps:jammy predates PEP 668/),
+        expect.stringMatching(/add-apt-repository ppa:deadsnakes\/ppa -> left out/),
+      ]),
+    );
     // multi-reward's reward.json holds two keys (correctness, performance) and no `reward`: the
     // oracle's 1 is their mean, the nop's 0 too.
   }, 600_000);

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findTaskDirs, loadTask, validateTask } from "./index.ts";
-import { toolchain } from "./test-support.ts";
+import { installImages, toolchain } from "./test-support.ts";
 
 let dir: string;
 const check = { repeats: 1, toolchain };
@@ -156,6 +156,48 @@ describe("a Terminal-Bench 1 task", () => {
     expect(verdict.controls?.runs.map((r) => r.reward)).toEqual([null, null]);
     expect(verdict.problems[0]).toMatch(/^oracle: environment failure: tests\/test\.sh exited 3/);
   });
+
+  it("runs tests/run-tests.sh over run-tests.sh, builds a Dockerfile that copies them in, and tests on the image's PATH", async () => {
+    // As LiveCodeBench Pro's tasks (Terminal-Bench datasets): Terminal-Bench copies tests/ over
+    // run-tests.sh in /tests, the Dockerfile COPYs tests/ and run-tests.sh into the image, and its
+    // ENV PATH puts a folder first that the tests need.
+    const images = installImages();
+    const why = await images.unavailable();
+    if (why) throw new Error(`images cannot be built here: ${why}`);
+    const task = await tb1Task("shadowed", {
+      Dockerfile: [
+        "FROM python:3.11-slim",
+        "RUN mkdir -p /opt/judge && printf '#!/bin/sh\\ncat /app/greeting.txt\\n' > /opt/judge/show-greeting && chmod +x /opt/judge/show-greeting",
+        'ENV PATH="/opt/judge:$PATH"',
+        "WORKDIR /app",
+        "COPY tests/ /app/tests/",
+        "COPY run-tests.sh /app/run-tests.sh",
+        "",
+      ].join("\n"),
+      "run-tests.sh": "#!/bin/bash\necho 'the root run-tests.sh ran'\nexit 1\n",
+      "tests/run-tests.sh": '#!/bin/bash\ncd "$(dirname "$0")"\nexec pytest test_outputs.py -rA\n',
+      "tests/test_outputs.py": [
+        "import subprocess",
+        "",
+        "def test_judge_sees_hello():",
+        '    assert subprocess.run(["show-greeting"], capture_output=True, text=True).stdout.strip() == "hello"',
+        "",
+      ].join("\n"),
+    });
+    const { verdict } = await validateTask(task, { ...check, images, baseDir: dir });
+    expect(verdict.problems, JSON.stringify(verdict.controls?.runs)).toEqual([]);
+    expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
+      ["oracle", 1],
+      ["nop", 0],
+    ]);
+    expect(verdict.notes).toEqual(
+      expect.arrayContaining([
+        "run-tests.sh: not run: tests/run-tests.sh takes its place in /tests, as Terminal-Bench copies tests/ over it",
+        "Dockerfile: line 5: copies the task's tests into the image, where the agent can read it, as in Terminal-Bench",
+        "Dockerfile: line 6: copies the task's run-tests.sh into the image, where the agent can read it, as in Terminal-Bench",
+      ]),
+    );
+  }, 600_000);
 
   it("refuses a compose file with a service beside the task's own container, naming it", async () => {
     const two = await loadTask(

@@ -1,4 +1,4 @@
-import { WORKSPACE } from "@bridle/sandbox";
+import { dockerfileInstructions, WORKSPACE } from "@bridle/sandbox";
 import { parse as parseYaml } from "yaml";
 import { composeProblem } from "./compose.ts";
 import { type TaskDockerfile, workspaceFromDockerfile } from "./dockerfile.ts";
@@ -168,18 +168,38 @@ export function readTb1(files: TreeFile[]): Tb1Result {
   const testFiles = files
     .filter((f) => f.path.startsWith("tests/"))
     .map((f) => ({ ...f, path: f.path.slice("tests/".length) }));
-  const runTests = byPath("run-tests.sh");
-  if (!runTests) {
+  // Terminal-Bench copies run-tests.sh into /tests and then tests/ over it: a tests/run-tests.sh
+  // is the one that runs.
+  const shadowing = testFiles.some((f) => f.path === "run-tests.sh");
+  const runTests = shadowing ? undefined : byPath("run-tests.sh");
+  if (shadowing)
+    notes.push(
+      byPath("run-tests.sh")
+        ? "run-tests.sh: not run: tests/run-tests.sh takes its place in /tests, as Terminal-Bench copies tests/ over it"
+        : "tests/run-tests.sh: run as the task's run-tests.sh",
+    );
+  else if (!runTests) {
     if (!testFiles.some((f) => f.path === "test_outputs.py"))
       problems.push("run-tests.sh: missing, and no tests/test_outputs.py for Terminal-Bench's default");
     else notes.push("run-tests.sh: absent, so pytest runs tests/test_outputs.py (Terminal-Bench's default)");
   }
-  for (const reserved of ["test.sh", "run-tests.sh"])
-    if (testFiles.some((f) => f.path === reserved))
-      problems.push(`tests/${reserved}: clashes with the verifier Bridle writes for a Terminal-Bench 1 task`);
-  // The build context without the task's own files: tests and solutions never reach the agent.
-  const context = files.filter((f) => !TASK_FILES.has(f.path) && !f.path.startsWith("tests/"));
+  if (testFiles.some((f) => f.path === "test.sh"))
+    problems.push("tests/test.sh: clashes with the verifier Bridle writes for a Terminal-Bench 1 task");
+  // The build context without the task's own files: tests and solutions never reach the agent,
+  // unless the task's Dockerfile itself copies them into the image, as some datasets do.
   const dockerfile = byPath("Dockerfile");
+  const copied = dockerfile ? copiedSources(dockerfile.content.toString("utf8")) : [];
+  const ownFile = (path: string) => TASK_FILES.has(path) || path.startsWith("tests/");
+  const copiedBy = (path: string) =>
+    copied.find(({ source }) => path === source || path.startsWith(`${source}/`) || source === ".");
+  for (const { line, source } of copied)
+    if (source !== "." && files.some((f) => ownFile(f.path) && copiedBy(f.path)?.source === source))
+      notes.push(
+        `Dockerfile: line ${line}: copies the task's ${source} into the image, where the agent can read it, as in Terminal-Bench`,
+      );
+  const context = files.filter(
+    (f) => !ownFile(f.path) || (copiedBy(f.path) && copiedBy(f.path)?.source !== "."),
+  );
   const workspace = dockerfile
     ? workspaceFromDockerfile(dockerfile.content.toString("utf8"), context, "Dockerfile")
     : { files: context, notes: [], workdir: WORKSPACE };
@@ -221,7 +241,9 @@ export function readTb1(files: TreeFile[]): Tb1Result {
     workdir: workspace.workdir,
     tests: [
       ...testFiles,
-      runTests ? { ...runTests, path: "run-tests.sh" } : file("run-tests.sh", DEFAULT_RUN_TESTS),
+      ...(shadowing
+        ? []
+        : [runTests ? { ...runTests, path: "run-tests.sh" } : file("run-tests.sh", DEFAULT_RUN_TESTS)]),
       file("test.sh", TB1_TEST_SH),
     ],
     solution: [file("solve.sh", solve ?? "")],
@@ -229,6 +251,21 @@ export function readTb1(files: TreeFile[]): Tb1Result {
       ? { name: "Dockerfile", content: dockerfile.content.toString("utf8"), context, withoutImage }
       : undefined,
   };
+}
+
+/** The sources of the Dockerfile's COPY and ADD lines (from the build context), normalised. */
+function copiedSources(dockerfile: string): { line: number; source: string }[] {
+  return dockerfileInstructions(dockerfile).flatMap(({ line, text }) => {
+    const words = text.split(/\s+/);
+    if (!/^(COPY|ADD)$/i.test(words[0] ?? "") || words.some((w) => w.startsWith("--from"))) return [];
+    return words
+      .slice(1, -1)
+      .filter((w) => !w.startsWith("--"))
+      .map((w) => ({
+        line,
+        source: w.replace(/^"|"$/g, "").replace(/^\.\//, "").replace(/\/+$/, "") || ".",
+      }));
+  });
 }
 
 /** task.yaml's instruction: `instruction`, or the `base` entry of the older `descriptions` list. */

@@ -58,8 +58,9 @@ function toolchainFor(
       ...(imageWheels ? [{ source: imageWheels, target: PACKAGES_DIR }] : []),
     ],
     env: {
+      // The image's own PATH first (an ENV PATH="/opt/venv/bin:$PATH" holds the tests' python);
       // python-bin (CPython 3.13) last: a plain `uv venv` keeps the sandbox's own python3.
-      PATH: `${SANDBOX_PATH}:${TOOLCHAIN_DIR}/bin:${TOOLCHAIN_DIR}/python-bin`,
+      PATH: `${sandbox.image?.env?.PATH ?? SANDBOX_PATH}:${TOOLCHAIN_DIR}/bin:${TOOLCHAIN_DIR}/python-bin`,
       PYTHONPATH: `${TOOLCHAIN_DIR}/python`,
       UV_OFFLINE: "1",
       UV_NO_INDEX: "1",

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { findTaskDirs, loadTask, validateTask } from "./index.ts";
 import { installImages, toolchain } from "./test-support.ts";
+import { pytestFailures } from "./verify.ts";
 
 let dir: string;
 const check = { repeats: 1, toolchain };
@@ -317,6 +318,26 @@ describe("the verifier toolchain", () => {
     expect(verdict.controls?.runs[0]?.message).toMatch(
       /environment failure: tests\/test\.sh exited \d+ without writing a reward: .*3\.99/,
     );
+  });
+
+  it("scores 0 when pytest reported failures and test.sh stopped before writing its reward", async () => {
+    const task = join(dir, "harbor-pytest");
+    // A slip public Harbor tasks make: `set -e`, so failing tests end the script before the line
+    // that writes the reward. The tests did judge the work: a 0, not an environment failure.
+    await writeTestScript(task, [
+      "#!/bin/bash",
+      "set -e",
+      "mkdir -p /logs/verifier",
+      "pytest /tests/test_outputs.py -rA",
+      "echo 1 > /logs/verifier/reward.txt",
+    ]);
+    await expectBothControlsPass(task);
+    const { verdict } = await validateTask(task, check);
+    expect(verdict.controls?.runs[1]?.message).toBe("ok");
+    expect(pytestFailures("x\n===== 1 failed, 2 passed in 0.12s (0:00:00) =====\n")).toBe(
+      "1 failed, 2 passed in 0.12s",
+    );
+    expect(pytestFailures("===== 3 passed in 0.12s =====\n===== 1 error in 0.1s =====")).toBeUndefined();
   });
 
   it("excludes a score the tests made without a package they could not install offline, naming it", async () => {

@@ -190,6 +190,17 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
   }
   if (run.oomKilled)
     return { ...base, correctness: null, failure: "crashed", message: "tests ran out of memory" };
+  // pytest ran and reported failing tests, and the script stopped there (`set -e` before writing
+  // its reward, a common slip): the tests judged the work, so it scores 0, not an exclusion.
+  const failedSummary = missing.length === 0 ? pytestFailures(`${run.stdout}\n${run.stderr}`) : undefined;
+  if (run.exitCode !== 0 && failedSummary) {
+    return {
+      ...base,
+      correctness: 0,
+      failure: null,
+      message: `reward 0: tests/test.sh exited ${run.exitCode ?? run.signal} without writing a reward after pytest reported failures (${failedSummary})`,
+    };
+  }
   if (run.exitCode !== 0) {
     return {
       ...base,
@@ -204,6 +215,13 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
     failure: "no_reward",
     message: "tests/test.sh wrote no /logs/verifier/reward.txt or reward.json",
   };
+}
+
+/** pytest's last summary line when it reports failed tests (`== 1 failed, 2 passed in 0.1s ==`). */
+export function pytestFailures(output: string): string | undefined {
+  const lines = [...output.matchAll(/^=+ (.*\bin [\d.]+s\b.*?) =+$/gm)];
+  const last = lines.at(-1)?.[1];
+  return last && /\b\d+ failed\b/.test(last) ? last.replace(/\s*\(.*\)$/, "") : undefined;
 }
 
 /**

@@ -332,8 +332,6 @@ describe("the verifier toolchain", () => {
       "echo 1 > /logs/verifier/reward.txt",
     ]);
     await expectBothControlsPass(task);
-    const { verdict } = await validateTask(task, check);
-    expect(verdict.controls?.runs[1]?.message).toBe("ok");
     expect(pytestFailures("x\n===== 1 failed, 2 passed in 0.12s (0:00:00) =====\n")).toBe(
       "1 failed, 2 passed in 0.12s",
     );

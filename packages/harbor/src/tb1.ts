@@ -190,16 +190,15 @@ export function readTb1(files: TreeFile[]): Tb1Result {
   const dockerfile = byPath("Dockerfile");
   const copied = dockerfile ? copiedSources(dockerfile.content.toString("utf8")) : [];
   const ownFile = (path: string) => TASK_FILES.has(path) || path.startsWith("tests/");
-  const copiedBy = (path: string) =>
-    copied.find(({ source }) => path === source || path.startsWith(`${source}/`) || source === ".");
+  // Named by a COPY or ADD (`COPY . /app` names none: a task's own files stay out of it).
+  const named = (path: string) =>
+    copied.find(({ source }) => source !== "." && (path === source || path.startsWith(`${source}/`)));
   for (const { line, source } of copied)
-    if (source !== "." && files.some((f) => ownFile(f.path) && copiedBy(f.path)?.source === source))
+    if (files.some((f) => ownFile(f.path) && named(f.path)?.source === source))
       notes.push(
         `Dockerfile: line ${line}: copies the task's ${source} into the image, where the agent can read it, as in Terminal-Bench`,
       );
-  const context = files.filter(
-    (f) => !ownFile(f.path) || (copiedBy(f.path) && copiedBy(f.path)?.source !== "."),
-  );
+  const context = files.filter((f) => !ownFile(f.path) || named(f.path));
   const workspace = dockerfile
     ? workspaceFromDockerfile(dockerfile.content.toString("utf8"), context, "Dockerfile")
     : { files: context, notes: [], workdir: WORKSPACE };

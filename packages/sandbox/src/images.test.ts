@@ -89,6 +89,21 @@ describe("planDockerfile", () => {
     ).toMatch(/failed: .*Unable to locate package x/);
   });
 
+  it("stands Debian's rustc and cargo in for rustup's installer, where rustup puts them", () => {
+    // Aider-polyglot's Rust tasks (Terminal-Bench datasets) install Rust with rustup.
+    const plan = planDockerfile(
+      "FROM buildpack-deps:jammy\nRUN curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y\nENV PATH=\"/root/.cargo/bin:$PATH\"\n",
+      "Dockerfile",
+    );
+    const run = plan.dockerfile.split("\n").find((l) => l.startsWith("RUN printf"));
+    expect(run).toMatch(
+      /^RUN printf '%s\\n' 'set -e; apt-get update -qq; .*rustc cargo.*; d="\$\{CARGO_HOME:-\$HOME\/\.cargo\}"; .*' \| sh -s -- -y$/,
+    );
+    expect(plan.substitutions.at(-1)).toBe(
+      "Dockerfile: line 2: curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs -> Debian 12's rustc and cargo 1.63, linked where rustup puts them (sh.rustup.rs is not reachable from builds; rustup's stable is newer)",
+    );
+  });
+
   it("names the package index a pip install was pointed at that builds cannot reach", () => {
     const plan = planDockerfile(
       "FROM python:3.13-slim\nRUN pip install torch==2.7.0 --index-url https://download.pytorch.org/whl/cpu\n",

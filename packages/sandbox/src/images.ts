@@ -606,6 +606,36 @@ function withLocalUvInstaller(text: string, said: (substitution: string) => void
   });
 }
 
+/** rustup's installer as its site serves it, fetched with curl or wget. */
+const RUSTUP_INSTALLER = /\b(?:curl|wget)\s[^|;&)]*?https:\/\/sh\.rustup\.rs\b[^|;&)]*/g;
+
+/**
+ * What stands in for rustup's installer: Debian 12's rustc and cargo (1.63; rustup's stable is
+ * newer), linked where rustup puts its tools (CARGO_HOME, else ~/.cargo) with the `env` file it
+ * leaves there. One line, no single quote, as the uv installer's stand-in.
+ */
+const LOCAL_RUSTUP = [
+  "set -e",
+  "apt-get update -qq",
+  "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rustc cargo >/dev/null",
+  `d="\${CARGO_HOME:-$HOME/.cargo}"`,
+  `mkdir -p "$d/bin"`,
+  `ln -sf /usr/bin/rustc /usr/bin/cargo /usr/bin/rustdoc "$d/bin/"`,
+  `printf "export PATH=\\"%s/bin:\\$PATH\\"\\n" "$d" > "$d/env"`,
+  `echo "$(rustc --version) and cargo from Debian 12 linked into $d/bin"`,
+].join("; ");
+
+/** A RUN step's text with each download of rustup's installer replaced by printing the stand-in. */
+function withLocalRustup(text: string, said: (substitution: string) => void): string {
+  if (/^RUN\s+\[/i.test(text)) return text;
+  return text.replace(RUSTUP_INSTALLER, (download) => {
+    said(
+      `${download.trim().slice(0, 80)} -> Debian 12's rustc and cargo 1.63, linked where rustup puts them (sh.rustup.rs is not reachable from builds; rustup's stable is newer)`,
+    );
+    return `printf '%s\\n' '${LOCAL_RUSTUP}' `;
+  });
+}
+
 /** Adding deadsnakes' PPA, which Ubuntu images use for a Python their release lacks. */
 const DEADSNAKES =
   /\badd-apt-repository\s+(?:(?:-y|--yes)\s+)?ppa:deadsnakes\/ppa(?:\s+(?:-y|--yes))?(?=\s*(?:$|[;&|)]))/g;
@@ -664,7 +694,7 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
     const [keyword = ""] = text.split(/\s+/);
     if (keyword.toUpperCase() === "RUN") {
       const say = (said: string) => substitutions.push(`${name}: line ${line}: ${said}`);
-      const built = withoutDeadsnakes(withLocalUvInstaller(text, say), say);
+      const built = withoutDeadsnakes(withLocalRustup(withLocalUvInstaller(text, say), say), say);
       out.push(built);
       lines.push({ line, text, built });
       continue;

@@ -5,7 +5,7 @@ import { fromTaskFiles, type TreeFile, writeTree } from "./files.ts";
 import type { HarborStep, HarborTask } from "./load.ts";
 import { belowMinReward, rollUpSteps } from "./steps.ts";
 import { phaseEnv } from "./task-toml.ts";
-import { lastLine, lastWords, runTests } from "./verify.ts";
+import { lastLine, lastWords, OFFLINE, runTests } from "./verify.ts";
 
 export interface ControlOptions {
   /** Where sandboxes are made (the host's temp folder by default). */
@@ -111,10 +111,6 @@ async function runSolution(
     ...limitsOf(task),
   });
 }
-
-/** What curl, wget, git, pip, Python and npm print when a name cannot be resolved or a host reached. */
-const OFFLINE =
-  /Could not resolve host|Temporary failure in name resolution|Name or service not known|Network is unreachable|Failed to establish a new connection|getaddrinfo (?:EAI_AGAIN|ENOTFOUND)|unable to resolve host address/;
 
 /** The first line of a run's output that says it could not reach the network, if one does. */
 function networkFailure(run: Pick<RunResult, "stdout" | "stderr">): string | undefined {

@@ -3,6 +3,7 @@ import { parse as parseYaml } from "yaml";
 import { composeProblem } from "./compose.ts";
 import { type TaskDockerfile, workspaceFromDockerfile } from "./dockerfile.ts";
 import type { TreeFile } from "./files.ts";
+import { OFFLINE } from "./verify.ts";
 
 /**
  * Terminal-Bench 1's task layout, read as it is: `task.yaml` (the instruction and metadata),
@@ -44,6 +45,21 @@ const READ_KEYS = new Set([
 ]);
 
 /**
+ * Output lines that say the environment failed rather than the tests (an awk pattern): a command or
+ * pytest missing, the network out of reach (what the controls also look for), a package index or
+ * a Python uv cannot have offline.
+ */
+const ENVIRONMENT_FAILING = [
+  "command not found",
+  "No module named .?pytest",
+  OFFLINE.source.replaceAll("(?:", "("),
+  "No matching distribution found",
+  "Could not find a version that satisfies",
+  "error: Failed to fetch",
+  "No interpreter found",
+].join("|");
+
+/**
  * The verifier Bridle writes for a Terminal-Bench 1 task (`tests/test.sh` of the converted task):
  * runs the task's own `run-tests.sh` as Terminal-Bench does (from the workspace, with TEST_DIR set
  * to the tests' folder) and scores the "short test summary info" section of pytest's `-rA` output:
@@ -64,7 +80,7 @@ awk '
   /short test summary info/ { summary = 1; next }
   summary && $1 ~ /^(PASSED|XFAIL|SKIPPED)$/ { passed++ }
   summary && $1 ~ /^(FAILED|XPASS|ERROR)$/ { failed++ }
-  trouble == "" && /command not found|No module named .?pytest|Could not resolve host|Temporary failure in name resolution|Network is unreachable|Failed to establish a new connection|No matching distribution found|Could not find a version that satisfies|error: Failed to fetch|No interpreter found/ {
+  trouble == "" && /${ENVIRONMENT_FAILING}/ {
     trouble = substr($0, 1, 200)
   }
   END {

@@ -592,20 +592,6 @@ const localUvInstaller = (version: string | undefined) =>
     `echo "uv\${v:+ $v} installed into $d from PyPI"`,
   ].join("; ");
 
-/**
- * A RUN step's text with each download of uv's installer replaced by printing the local stand-in
- * (the pipe into `sh`, and any variables given to it, stay as they are); `said` hears each one.
- */
-function withLocalUvInstaller(text: string, said: (substitution: string) => void): string {
-  if (/^RUN\s+\[/i.test(text)) return text;
-  return text.replace(UV_INSTALLER, (download, version: string | undefined) => {
-    said(
-      `${download.trim().slice(0, 80)} -> uv${version ? `==${version}` : ""} from PyPI, installed as its installer would (astral.sh is not reachable from builds)`,
-    );
-    return `printf '%s\\n' '${localUvInstaller(version)}' `;
-  });
-}
-
 /** rustup's installer as its site serves it, fetched with curl or wget. */
 const RUSTUP_INSTALLER = /\b(?:curl|wget)\s[^|;&)]*?https:\/\/sh\.rustup\.rs\b[^|;&)]*/g;
 
@@ -625,17 +611,6 @@ const LOCAL_RUSTUP = [
   `echo "$(rustc --version) and cargo from Debian 12 linked into $d/bin"`,
 ].join("; ");
 
-/** A RUN step's text with each download of rustup's installer replaced by printing the stand-in. */
-function withLocalRustup(text: string, said: (substitution: string) => void): string {
-  if (/^RUN\s+\[/i.test(text)) return text;
-  return text.replace(RUSTUP_INSTALLER, (download) => {
-    said(
-      `${download.trim().slice(0, 80)} -> Debian 12's rustc and cargo 1.63, linked where rustup puts them (sh.rustup.rs is not reachable from builds; rustup's stable is newer)`,
-    );
-    return `printf '%s\\n' '${LOCAL_RUSTUP}' `;
-  });
-}
-
 /** Adding deadsnakes' PPA, which Ubuntu images use for a Python their release lacks. */
 const DEADSNAKES =
   /\badd-apt-repository\s+(?:(?:-y|--yes)\s+)?ppa:deadsnakes\/ppa(?:\s+(?:-y|--yes))?(?=\s*(?:$|[;&|)]))/g;
@@ -643,19 +618,55 @@ const DEADSNAKES =
 /** The Python that Debian 12's own archive has, which stands in for deadsnakes' packages. */
 const DEBIAN_PYTHON = "3.11";
 
-/**
- * A RUN step's text with deadsnakes' PPA left out: Launchpad is out of reach from builds, and the
- * local bases are Debian 12, whose own archive has the python3.11 packages Ubuntu images add it
- * for (another version's install then fails, and the verdict says why).
- */
-function withoutDeadsnakes(text: string, said: (substitution: string) => void): string {
+/** A download or command in a shell-form RUN step that builds cannot run here, and its stand-in. */
+interface RunStandIn {
+  pattern: RegExp;
+  /** The text that takes the match's place, and what the verdict says of it. */
+  standIn(match: string, ...groups: (string | undefined)[]): { text: string; says: string };
+}
+
+/** The stand-ins, each replacing what builds cannot reach with what they can (Debian, PyPI). */
+const RUN_STAND_INS: RunStandIn[] = [
+  // The pipe into `sh`, and any variables given to it, stay as they are: the stand-in is printed.
+  {
+    pattern: UV_INSTALLER,
+    standIn: (download, version) => ({
+      text: `printf '%s\\n' '${localUvInstaller(version)}' `,
+      says: `${download.trim().slice(0, 80)} -> uv${version ? `==${version}` : ""} from PyPI, installed as its installer would (astral.sh is not reachable from builds)`,
+    }),
+  },
+  {
+    pattern: RUSTUP_INSTALLER,
+    standIn: (download) => ({
+      text: `printf '%s\\n' '${LOCAL_RUSTUP}' `,
+      says: `${download.trim().slice(0, 80)} -> Debian 12's rustc and cargo 1.63, linked where rustup puts them (sh.rustup.rs is not reachable from builds; rustup's stable is newer)`,
+    }),
+  },
+  // Launchpad is out of reach from builds, and the local bases are Debian 12, whose own archive has
+  // the python3.11 packages Ubuntu images add the PPA for (another version's install then fails,
+  // and the verdict says why).
+  {
+    pattern: DEADSNAKES,
+    standIn: (adding) => ({
+      text: "true",
+      says: `${adding.trim()} -> left out: Launchpad is not reachable from builds, and Debian 12's own archive has Python ${DEBIAN_PYTHON}'s packages (python${DEBIAN_PYTHON}, -venv, -dev)`,
+    }),
+  },
+];
+
+/** A RUN step's text with every stand-in in place (exec form is left as it is); `said` hears each. */
+function withStandIns(text: string, said: (substitution: string) => void): string {
   if (/^RUN\s+\[/i.test(text)) return text;
-  return text.replace(DEADSNAKES, (adding) => {
-    said(
-      `${adding.trim()} -> left out: Launchpad is not reachable from builds, and Debian 12's own archive has Python ${DEBIAN_PYTHON}'s packages (python${DEBIAN_PYTHON}, -venv, -dev)`,
-    );
-    return "true";
-  });
+  return RUN_STAND_INS.reduce(
+    (built, { pattern, standIn }) =>
+      built.replace(pattern, (match: string, ...rest: unknown[]) => {
+        const groups = rest.slice(0, -2) as (string | undefined)[];
+        const { text: replaced, says } = standIn(match, ...groups);
+        said(says);
+        return replaced;
+      }),
+    text,
+  );
 }
 
 /**
@@ -663,12 +674,8 @@ function withoutDeadsnakes(text: string, said: (substitution: string) => void): 
  * Debian 12): on them `pip install` installs system-wide, as Dockerfiles written for them expect.
  */
 function beforePep668(image: string): boolean {
-  const [name = "", tag = "latest"] = image
-    .replace(/@sha256:[0-9a-f]+$/, "")
-    .toLowerCase()
-    .split("/")
-    .at(-1)!
-    .split(":");
+  const { name: path, tag } = imageRef(image);
+  const name = path.split("/").at(-1) ?? "";
   if (!["ubuntu", "debian", "buildpack-deps"].includes(name)) return false;
   return /^(?:(?:1\d|2[0-2])\.\d+|trusty|xenial|bionic|focal|jammy|kinetic|(?:[0-9]|1[01])(?:\.\d+)?|jessie|stretch|buster|bullseye)(?:$|[-.])/.test(
     tag,
@@ -693,8 +700,7 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
   for (const { line, text } of dockerfileInstructions(source)) {
     const [keyword = ""] = text.split(/\s+/);
     if (keyword.toUpperCase() === "RUN") {
-      const say = (said: string) => substitutions.push(`${name}: line ${line}: ${said}`);
-      const built = withoutDeadsnakes(withLocalRustup(withLocalUvInstaller(text, say), say), say);
+      const built = withStandIns(text, (said) => substitutions.push(`${name}: line ${line}: ${said}`));
       out.push(built);
       lines.push({ line, text, built });
       continue;
@@ -761,11 +767,18 @@ const HUB_MIRRORS = [
 /** Registries whose images a flavour may name by `owner/name` (Terminal-Bench's bases). */
 const KNOWN_REGISTRIES = ["ghcr.io/"];
 
+/** An image's name (with its registry, lower case) and tag: `a/b:1@sha256:...` -> `a/b`, `1`. */
+function imageRef(image: string): { name: string; tag: string } {
+  const untagged = image.replace(/@sha256:[0-9a-f]+$/, "").toLowerCase();
+  const name = untagged.replace(/:[^/:]+$/, "");
+  return { name, tag: untagged.slice(name.length + 1) || "latest" };
+}
+
 function flavourOf(image: string): Flavour | undefined {
   // public.ecr.aws/docker/library/python:3.13-slim@sha256:... -> python, tag 3.13-slim
-  const untagged = image.replace(/@sha256:[0-9a-f]+$/, "").toLowerCase();
-  let name = untagged.replace(/:[^/:]+$/, "");
-  const tag = untagged.slice(name.length + 1) || "latest";
+  const ref = imageRef(image);
+  const { tag } = ref;
+  let { name } = ref;
   const mirror = HUB_MIRRORS.find((m) => name.startsWith(m));
   if (mirror) name = name.slice(mirror.length);
   else {
@@ -788,25 +801,28 @@ export function buildFailure(output: string, plan: Plan, name: string): ImageBui
   const at = last
     ? plan.lines.find((l) => l.text !== "SHELL" && sameInstruction(l.built ?? l.text, last))
     : undefined;
-  // add-apt-repository fails deep inside Launchpad's client library; the reason is where PPAs live.
-  const ppa = at?.text.match(/add-apt-repository\s+(?:-y\s+)?(ppa:[^\s&;|]+)/)?.[1];
-  const missingPython =
-    at && new RegExp(DEADSNAKES.source).test(at.text)
-      ? output.match(/Unable to locate package (python3\.\d+)\S*/)?.[1]
-      : undefined;
-  // pip says only that it found no version; the reason is the index it was pointed at.
-  const index = at?.text.match(/(?:--index-url|--extra-index-url|-i)[=\s]+(https?:\/\/[^\s&;|]+)/)?.[1];
-  const why =
-    index && !/pypi\.org|pythonhosted\.org/.test(index) && /from versions: none/.test(output)
-      ? `${index} is not reachable from builds (they reach Debian's packages and PyPI), so pip found no version there`
-      : ppa && /launchpad|'people'/i.test(tail(output, 12))
-        ? `${ppa} is on Launchpad, which builds cannot reach (they reach Debian's packages and PyPI)`
-        : missingPython
-          ? `${missingPython} comes from ppa:deadsnakes/ppa, on Launchpad, which builds cannot reach; Debian 12's archive, which stands in for it, has Python ${DEBIAN_PYTHON} alone`
-          : tail(output, 3);
+  const why = failureReason(at?.text ?? "", output);
   return at
     ? new ImageBuildError(`${name}: line ${at.line}: ${at.text.slice(0, 120)}: failed: ${why}`, at.line)
     : new ImageBuildError(`${name}: the build failed: ${why}`);
+}
+
+/** Why the step `text` failed, from the build's output: where it reached, else its last lines. */
+function failureReason(text: string, output: string): string {
+  // pip says only that it found no version; the reason is the index it was pointed at.
+  const index = text.match(/(?:--index-url|--extra-index-url|-i)[=\s]+(https?:\/\/[^\s&;|]+)/)?.[1];
+  if (index && !/pypi\.org|pythonhosted\.org/.test(index) && /from versions: none/.test(output))
+    return `${index} is not reachable from builds (they reach Debian's packages and PyPI), so pip found no version there`;
+  // add-apt-repository fails deep inside Launchpad's client library; the reason is where PPAs live.
+  const ppa = text.match(/add-apt-repository\s+(?:-y\s+)?(ppa:[^\s&;|]+)/)?.[1];
+  if (ppa && /launchpad|'people'/i.test(tail(output, 12)))
+    return `${ppa} is on Launchpad, which builds cannot reach (they reach Debian's packages and PyPI)`;
+  const missingPython = new RegExp(DEADSNAKES.source).test(text)
+    ? output.match(/Unable to locate package (python3\.\d+)\S*/)?.[1]
+    : undefined;
+  if (missingPython)
+    return `${missingPython} comes from ppa:deadsnakes/ppa, on Launchpad, which builds cannot reach; Debian 12's archive, which stands in for it, has Python ${DEBIAN_PYTHON} alone`;
+  return tail(output, 3);
 }
 
 const sameInstruction = (a: string, b: string) =>

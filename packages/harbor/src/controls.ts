@@ -3,9 +3,10 @@ import { type BuiltImage, imageWorkspace, type RunOptions, type RunResult, Sandb
 import { resolveTaskEnv } from "./env.ts";
 import { fromTaskFiles, type TreeFile, writeTree } from "./files.ts";
 import type { HarborStep, HarborTask } from "./load.ts";
+import { OFFLINE } from "./offline.ts";
 import { belowMinReward, rollUpSteps } from "./steps.ts";
 import { phaseEnv } from "./task-toml.ts";
-import { lastLine, lastWords, OFFLINE, runTests } from "./verify.ts";
+import { lastLine, lastWords, runTests } from "./verify.ts";
 
 export interface ControlOptions {
   /** Where sandboxes are made (the host's temp folder by default). */

@@ -3,7 +3,7 @@ import { parse as parseYaml } from "yaml";
 import { composeProblem } from "./compose.ts";
 import { type TaskDockerfile, workspaceFromDockerfile } from "./dockerfile.ts";
 import type { TreeFile } from "./files.ts";
-import { OFFLINE } from "./verify.ts";
+import { OFFLINE } from "./offline.ts";
 
 /**
  * Terminal-Bench 1's task layout, read as it is: `task.yaml` (the instruction and metadata),

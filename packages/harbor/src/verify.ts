@@ -217,10 +217,6 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
   };
 }
 
-/** What curl, wget, git, pip, Python and npm print when a name cannot be resolved or a host reached. */
-export const OFFLINE =
-  /Could not resolve host|Temporary failure in name resolution|Name or service not known|Network is unreachable|Failed to establish a new connection|getaddrinfo (?:EAI_AGAIN|ENOTFOUND)|unable to resolve host address/;
-
 /** pytest's last summary line when it reports failed tests (`== 1 failed, 2 passed in 0.1s ==`). */
 export function pytestFailures(output: string): string | undefined {
   const lines = [...output.matchAll(/^=+ (.*\bin [\d.]+s\b.*?) =+$/gm)];

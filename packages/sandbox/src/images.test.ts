@@ -1,5 +1,6 @@
+import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -209,6 +210,19 @@ describe("EnvironmentImages on podman", () => {
     expect(existsSync(join(image.rootfs, "workspace", "app.py"))).toBe(true);
     const again = await images.build(dockerfile, context, "environment/Dockerfile");
     expect(again).toMatchObject({ digest: image.digest, buildSeconds: 0 });
+    // The unpacked copy is the image: the engine keeps no second copy of its layers, and its files
+    // are links to the one copy that every image unpacked here shares.
+    const engineImages = execFileSync("podman", ["images", "--format", "{{.Repository}}:{{.Tag}}"], {
+      encoding: "utf8",
+      env: {
+        ...process.env,
+        CONTAINERS_CONF: join(home, "containers.conf"),
+        CONTAINERS_STORAGE_CONF: join(home, "storage.conf"),
+      },
+    });
+    expect(engineImages).not.toContain(image.tag);
+    const python = await stat(join(image.rootfs, "usr", "bin", "python3.11"));
+    expect(python.nlink).toBeGreaterThanOrEqual(2);
 
     const agent = await Sandbox.create({
       environmentDir: join(image.rootfs, "workspace"),

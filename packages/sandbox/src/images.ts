@@ -1,11 +1,12 @@
 import { spawn } from "node:child_process";
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { mkdir, readdir, readFile, readlink, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { PassThrough, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { SandboxImage } from "./sandbox.ts";
+import { type Shared, shareFiles, sweepStore } from "./store.ts";
 
 /**
  * Task environments from Dockerfiles, built on a real OCI engine (podman, or docker where a user
@@ -161,7 +162,10 @@ export class ImageBuildError extends Error {
 export interface BuiltImage extends SandboxImage {
   /** Digest of what decides the build: the Dockerfile as built, its context, the base images. */
   digest: string;
-  /** The engine's tag of the image. */
+  /**
+   * The image's name. The engine holds it only while building: once unpacked, the unpacked copy is
+   * the image, and the engine's is removed (a second copy of every task's layers otherwise).
+   */
   tag: string;
   env: Record<string, string>;
   /** The image's WORKDIR, when it sets one. */
@@ -294,6 +298,7 @@ export class EnvironmentImages {
     }
     const fetched = join(this.options.home, "images", `${digest}.fetching-${process.pid}-${Date.now()}`);
     await mkdir(fetched, { recursive: true });
+    let shared: Shared | undefined;
     try {
       const tar = spawn("tar", ["--numeric-owner", "-x", "-C", fetched, "-f", "-"], {
         stdio: ["pipe", "ignore", "pipe"],
@@ -316,10 +321,11 @@ export class EnvironmentImages {
       const meta = JSON.parse(await readFile(join(fetched, "image.json"), "utf8")) as { digest?: string };
       if (meta.digest !== digest)
         throw new ImageBuildError(`the archive of image ${digest} describes image ${meta.digest ?? "none"}`);
+      shared = await this.share(join(fetched, "rootfs"));
       // Another rollout may have adopted it first: its copy is the same image.
       await rename(fetched, join(this.options.home, "images", digest)).catch(() => undefined);
     } finally {
-      await rm(fetched, { recursive: true, force: true });
+      await this.discard(fetched, shared);
     }
     const image = await this.lookup(digest);
     if (!image) throw new ImageBuildError(`the image ${digest} was unpacked but cannot be found`);
@@ -346,9 +352,13 @@ export class EnvironmentImages {
 
     const started = performance.now();
     const tag = `localhost/bridle/env:${digest.slice(0, 16)}`;
+    // The engine's name for this build alone: a build of the same digest beside it (another
+    // process's) may share its layers, and removing this one's name leaves that one's image.
+    const building = `${tag}-${randomBytes(4).toString("hex")}`;
     const built = join(this.options.home, "images", `${digest}.building-${process.pid}`);
     await rm(built, { recursive: true, force: true });
     await mkdir(join(built, "rootfs"), { recursive: true });
+    let shared: Shared | undefined;
     try {
       await writeFile(join(built, "Dockerfile"), plan.dockerfile);
       this.say(`building ${name} (${tag})`);
@@ -359,13 +369,13 @@ export class EnvironmentImages {
         "--format",
         "docker",
         "-t",
-        tag,
+        building,
         "-f",
         join(built, "Dockerfile"),
         contextDir,
       ]);
       if (build.code !== 0) throw buildFailure(build.output, plan, name);
-      const inspect = await this.engineRun(["image", "inspect", "--format", "{{json .Config}}", tag]);
+      const inspect = await this.engineRun(["image", "inspect", "--format", "{{json .Config}}", building]);
       if (inspect.code !== 0)
         throw new ImageBuildError(`${name}: the built image cannot be read: ${tail(inspect.output)}`);
       const config = JSON.parse(inspect.output.trim().split("\n").pop() ?? "{}") as {
@@ -373,7 +383,10 @@ export class EnvironmentImages {
         WorkingDir?: string;
         Entrypoint?: string[] | null;
       };
-      await this.unpack(tag, join(built, "rootfs"));
+      await this.unpack(building, join(built, "rootfs"));
+      // With its untagged parents, the steps' layers. A failed build's are kept: its retry reuses them.
+      await this.engineRun(["rmi", building]);
+      shared = await this.share(join(built, "rootfs"));
       const meta = {
         digest,
         tag,
@@ -387,14 +400,34 @@ export class EnvironmentImages {
       await writeFile(join(built, "image.json"), `${JSON.stringify(meta, null, 2)}\n`);
       const final = join(this.options.home, "images", digest);
       // Another builder of the same digest may have finished first: its image is the same one.
-      await rename(built, final).catch(async () => rm(built, { recursive: true, force: true }));
+      await rename(built, final).catch(() => this.discard(built, shared));
       const image = await this.lookup(digest);
       if (!image) throw new ImageBuildError(`${name}: the image was built but cannot be found in the cache`);
       return { ...image, buildSeconds: Math.round((performance.now() - started) / 100) / 10 };
     } catch (err) {
-      await rm(built, { recursive: true, force: true });
+      await this.engineRun(["rmi", building]); // when it was built and then not unpacked
+      await this.discard(built, shared);
       throw err;
     }
+  }
+
+  /** Where the files that unpacked images have in common are kept once (see store.ts). */
+  private get store(): string {
+    return join(this.options.home, "files");
+  }
+
+  /** Makes the files of an unpacked image links to the store's copies, and says what that saved. */
+  private async share(rootfs: string): Promise<Shared> {
+    const shared = await shareFiles(rootfs, this.store);
+    const mb = (bytes: number) => Math.round(bytes / 2 ** 20);
+    this.say(`shared ${mb(shared.bytesShared)} MB of ${shared.files} files with images unpacked before`);
+    return shared;
+  }
+
+  /** Removes an unpacked image that is not kept, and the store's copies only it linked to. */
+  private async discard(dir: string, shared: Shared | undefined): Promise<void> {
+    await rm(dir, { recursive: true, force: true });
+    if (shared?.added.length) await sweepStore(this.store, shared.added);
   }
 
   /** Copies the image's filesystem out of the engine into `dir`. */

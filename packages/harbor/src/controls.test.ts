@@ -321,8 +321,9 @@ describe("controls catch bad tasks", () => {
   });
 
   it("a folder import reports malformed tasks and carries on with the rest", async () => {
-    // Another dataset's task of the same name, deeper down: refused by name, never a silent overwrite.
-    await cp(join(dir, "free-reward"), join(dir, "other-dataset", "free-reward"), { recursive: true });
+    // Another dataset's task whose folder name makes the same id, deeper down: refused by name,
+    // never a silent overwrite.
+    await cp(join(dir, "free-reward"), join(dir, "other-dataset", "Free-Reward"), { recursive: true });
     const verdicts = await validateFolder(dir, { parallel: 2, controls: false });
     expect(verdicts.map((v) => [v.id, v.ok])).toEqual([
       ["absent-tool", true],
@@ -347,7 +348,7 @@ describe("controls catch bad tasks", () => {
       ["wrong-solution", true],
     ]);
     expect(verdicts.find((v) => v.dir.includes("other-dataset"))?.problems).toEqual([
-      `free-reward: the task id is already taken by ${join(dir, "free-reward")} (ids are folder names)`,
+      `free-reward: the task id is already taken by ${join(dir, "free-reward")} (ids are made of folder names)`,
     ]);
   });
 });

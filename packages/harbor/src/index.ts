@@ -5,7 +5,14 @@ export { fromTaskFiles, hashTree, readTree, type TreeFile, writeTree } from "./f
 export { imagesFromTasks, type SandboxHost } from "./host.ts";
 export { type TaskImage, taskImage } from "./image.ts";
 export { labelsFromControls, recordLabels } from "./labels.ts";
-export { findTaskDirs, type HarborStep, type HarborTask, type LoadResult, loadTask } from "./load.ts";
+export {
+  findTaskDirs,
+  type HarborStep,
+  type HarborTask,
+  type LoadResult,
+  loadTask,
+  taskIdOf,
+} from "./load.ts";
 export { splitFor } from "./split.ts";
 export { belowMinReward, rollUpSteps, type StepScore } from "./steps.ts";
 export { labelsOf, parseTaskToml, phaseEnv, TaskToml } from "./task-toml.ts";

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { findTaskDirs, loadTask } from "./index.ts";
+import { findTaskDirs, loadTask, taskIdOf } from "./index.ts";
 
 const suite = resolve(dirname(fileURLToPath(import.meta.url)), "../../../tasks");
 let dir: string;
@@ -42,13 +42,32 @@ describe("loadTask", () => {
     expect(again.ok && again.task.hash).not.toBe(loaded.task.hash);
   });
 
-  it("names each problem: bad id, links, empty instruction", async () => {
-    const task = await copy("Bad_Name");
+  it("takes a folder name as datasets and clones write it for the id, and says so", async () => {
+    expect(taskIdOf("fix-git")).toBe("fix-git");
+    expect(taskIdOf("R_package_dependency_missing_medium")).toBe("r_package_dependency_missing_medium");
+    expect(taskIdOf("Owner+repo name")).toBe("owner-repo-name");
+    expect(taskIdOf("_Task 1 (copy)")).toBe("task-1-copy");
+    expect(taskIdOf("x".repeat(127) + "!y")).toBe("x".repeat(127));
+    expect(taskIdOf("++")).toBe("");
+    const loaded = await loadTask(await copy("Owner+Repair Median"));
+    if (!loaded.ok) throw new Error(loaded.problems.join("; "));
+    expect(loaded.task.id).toBe("owner-repair-median");
+    expect(loaded.task.notes).toContain(
+      'task id owner-repair-median: from the folder\'s name "Owner+Repair Median"',
+    );
+    const plain = await loadTask(await copy("repair-median"));
+    expect(plain.ok && plain.task.notes.filter((n) => n.startsWith("task id"))).toEqual([]);
+  });
+
+  it("names each problem: a folder name without a letter or digit, links, empty instruction", async () => {
+    const task = await copy("__");
     await symlink("/etc/passwd", join(task, "environment/passwd"));
     const linked = await loadTask(task);
     expect(linked.ok).toBe(false);
     if (!linked.ok) {
-      expect(linked.problems[0]).toMatch(/^Bad_Name: folder name is not a valid task id/);
+      expect(linked.problems[0]).toBe(
+        "__: the folder's name has no letter or digit to make the task's id of",
+      );
       expect(linked.problems[1]).toBe(
         "environment/passwd: not a regular file or folder (links are not allowed)",
       );

@@ -80,14 +80,30 @@ const under = (files: TreeFile[], folder: string) =>
     .filter((f) => f.path.startsWith(`${folder}/`))
     .map((f) => ({ ...f, path: f.path.slice(folder.length + 1) }));
 
+/**
+ * A task's id, from its folder's name as datasets and clones write them (`R_package_dependency`,
+ * `Owner+name`, `Task 1`): lower case, each run of other characters than letters, digits, '.', '_'
+ * and '-' one '-', nothing but a letter or digit first. Empty when the name has no letter or digit.
+ */
+export function taskIdOf(folderName: string): string {
+  return folderName
+    .toLowerCase()
+    .replace(/[^a-z0-9._-]+/g, "-")
+    .replace(/^[^a-z0-9]+/, "")
+    .slice(0, 128)
+    .replace(/-+$/, "");
+}
+
 /** Loads and checks one task folder; every problem names its file and field. */
 export async function loadTask(dirPath: string): Promise<LoadResult> {
   const dir = resolve(dirPath);
-  const id = basename(dir);
+  const folder = basename(dir);
+  const id = taskIdOf(folder) || folder;
   const problems: string[] = [];
   const idCheck = TaskId.safeParse(id);
   if (!idCheck.success)
-    problems.push(`${id}: folder name is not a valid task id: ${idCheck.error.issues[0]?.message}`);
+    problems.push(`${folder}: the folder's name has no letter or digit to make the task's id of`);
+  const idNote = id === folder ? [] : [`task id ${id}: from the folder's name ${JSON.stringify(folder)}`];
 
   let files: TreeFile[];
   try {
@@ -96,16 +112,18 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
     return { ok: false, id, dir, problems: [...problems, (err as Error).message] };
   }
   const file = (path: string) => files.find((f) => f.path === path);
-  if (!file("task.toml") && file("task.yaml")) return loadTb1(id, dir, files, problems);
+  if (!file("task.toml") && file("task.yaml")) return loadTb1(id, dir, files, problems, idNote);
 
   let toml: TaskToml | undefined;
-  let notes: string[] = [];
+  const notes = [...idNote];
   const tomlFile = file("task.toml");
   if (!tomlFile) problems.push("task.toml: missing");
   else {
     const parsed = parseTaskToml(tomlFile.content.toString("utf8"));
-    if (parsed.ok) ({ toml, notes } = parsed);
-    else problems.push(...parsed.problems);
+    if (parsed.ok) {
+      toml = parsed.toml;
+      notes.push(...parsed.notes);
+    } else problems.push(...parsed.problems);
   }
   const steps = toml?.steps ? readSteps(toml, files, problems) : [];
   let instruction = file("instruction.md")?.content.toString("utf8") ?? "";
@@ -222,7 +240,13 @@ function readSteps(toml: TaskToml, files: TreeFile[], problems: string[]): Harbo
  * A Terminal-Bench 1 folder (task.yaml, no task.toml): its parts read as a Harbor task's, with a
  * task.toml and a verifier of Bridle's own (see tb1.ts); the folder itself is left as it is.
  */
-function loadTb1(id: string, dir: string, files: TreeFile[], idProblems: string[]): LoadResult {
+function loadTb1(
+  id: string,
+  dir: string,
+  files: TreeFile[],
+  idProblems: string[],
+  idNote: string[],
+): LoadResult {
   const read = readTb1(files);
   if (!read.ok) return { ok: false, id, dir, problems: [...idProblems, ...read.problems] };
   const parsed = parseTaskToml(read.tomlText);
@@ -241,7 +265,11 @@ function loadTb1(id: string, dir: string, files: TreeFile[], idProblems: string[
       instruction: read.instruction,
       toml,
       // The settings came from task.yaml: say so in what is noted about them.
-      notes: [...read.notes, ...parsed.notes.map((n) => n.replace(/^task\.toml: metadata\./, "task.yaml: "))],
+      notes: [
+        ...idNote,
+        ...read.notes,
+        ...parsed.notes.map((n) => n.replace(/^task\.toml: metadata\./, "task.yaml: ")),
+      ],
       labels: null,
       files,
       environment: read.environment,

@@ -5,7 +5,7 @@ import { mapBounded } from "@bridle/service-kit";
 import { controlProblems, runControls } from "./controls.ts";
 import { taskImage } from "./image.ts";
 import { labelsFromControls } from "./labels.ts";
-import { findTaskDirs, type HarborTask, loadTask } from "./load.ts";
+import { findTaskDirs, type HarborTask, loadTask, taskIdOf } from "./load.ts";
 
 export interface ValidateOptions {
   /** Task folders checked at once (each runs two sandboxes in turn). */
@@ -145,11 +145,11 @@ export async function validateFolder(path: string, options: ValidateOptions = {}
   const dirs = await findTaskDirs(path);
   const firstOf = new Map<string, string>();
   return mapBounded(dirs, options.parallel ?? 2, async (dir) => {
-    const id = basename(dir);
+    const id = taskIdOf(basename(dir)) || basename(dir);
     const first = firstOf.get(id);
     if (first === undefined) firstOf.set(id, dir);
     else {
-      const problem = `${id}: the task id is already taken by ${first} (ids are folder names)`;
+      const problem = `${id}: the task id is already taken by ${first} (ids are made of folder names)`;
       const verdict = refused(id, dir, [problem]);
       await options.onVerdict?.(verdict, null);
       return verdict;

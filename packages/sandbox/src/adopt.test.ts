@@ -28,6 +28,9 @@ beforeAll(async () => {
   const dir = join(home, "images", A);
   await mkdir(join(dir, "rootfs", "etc"), { recursive: true });
   await writeFile(join(dir, "rootfs", "etc", "build-id"), "abc123");
+  // Where the engine's export puts the image's device nodes (a plain file stands for one here).
+  await mkdir(join(dir, "rootfs", "dev"));
+  await writeFile(join(dir, "rootfs", "dev", "null"), "");
   await writeFile(
     join(dir, "image.json"),
     JSON.stringify({
@@ -52,6 +55,9 @@ describe("an image taken in from the host that built it", () => {
     expect(await readFile(join(image.rootfs, "etc", "build-id"), "utf8")).toBe("abc123");
     expect(await here.lookup(A)).toMatchObject({ digest: A });
     expect(readdirSync(join(here.home, "images"))).toEqual([A]);
+    // Every sandbox mounts a /dev of its own over the image's, and making device nodes needs
+    // mknod, which a host may deny even to root: they stay behind.
+    expect(readdirSync(join(image.rootfs, "dev"))).toEqual([]);
   });
 
   it("fetches once for rollouts that ask together, and answers null when the source has none", async () => {

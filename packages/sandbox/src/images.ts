@@ -265,7 +265,17 @@ export class EnvironmentImages {
     if (!(await this.lookup(digest))) return null;
     const tar = spawn(
       "tar",
-      ["--numeric-owner", "-C", join(this.options.home, "images", digest), "-cf", "-", "."],
+      // Not the image's device nodes: every sandbox mounts a /dev of its own over them, and
+      // unpacking them needs mknod, which a host may deny even to root.
+      [
+        "--numeric-owner",
+        "--exclude=./rootfs/dev/*",
+        "-C",
+        join(this.options.home, "images", digest),
+        "-cf",
+        "-",
+        ".",
+      ],
       {
         stdio: ["ignore", "pipe", "pipe"],
       },

@@ -271,7 +271,7 @@ describe("EnvironmentImages on podman", () => {
     }
   }, 600_000);
 
-  it("keeps an image sandbox's root inside: no host folders, no mounts, no network, the image untouched", async () => {
+  it("keeps an image sandbox's root inside: no host folders, no mounts, no network, the image untouched; localhost resolves", async () => {
     const context = join(host, "ctx-escape");
     await mkdir(context);
     const image = await images.build("FROM debian:12\nWORKDIR /app\n", context, "environment/Dockerfile");
@@ -283,9 +283,14 @@ describe("EnvironmentImages on podman", () => {
         "(exec 3<>/dev/tcp/1.1.1.1/80) 2>&1 | head -1",
         "ls /proc | grep -cE '^[0-9]+$'",
         "rm -rf /usr/bin/apt && echo removed",
+        // As in a container, whose engine writes its /etc/hosts (the image's is empty).
+        "getent hosts localhost sandbox | tr -s ' \t' ' ' | paste -sd,",
       ].join("; ");
       const r = await box.run(["bash", "-c", probe], { timeoutMs: 30_000 });
-      const [hostDir = "", mount = "", net = "", processes = "", removed = ""] = r.stdout.trim().split("\n");
+      const [hostDir = "", mount = "", net = "", processes = "", removed = "", hosts = ""] = r.stdout
+        .trim()
+        .split("\n");
+      expect(hosts).toBe("::1 localhost ip6-localhost ip6-loopback,127.0.1.1 sandbox");
       expect(hostDir).toMatch(/No such file or directory/);
       expect(mount).toMatch(/permission denied|must be superuser|not permitted/i);
       expect(net).toMatch(/Network is unreachable|Connection refused|No route/);

@@ -87,6 +87,14 @@ export interface SandboxImage {
   layers?: string[];
 }
 
+/** The /etc/hosts of an image sandbox, as an engine writes a container's (its host name is `sandbox`). */
+const IMAGE_HOSTS = [
+  "127.0.0.1\tlocalhost",
+  "::1\tlocalhost ip6-localhost ip6-loopback",
+  "127.0.1.1\tsandbox",
+  "",
+].join("\n");
+
 /** TCP sockets listening in the run's network namespace (its loopback: the relay, and what the entrypoint serves). */
 const LISTENERS = "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -c ' 0A '";
 
@@ -282,6 +290,7 @@ export class Sandbox {
       await chmod(workspace, 0o755);
       if (image) {
         for (const dir of ["changes", "overlay-work", "system"]) await mkdir(join(root, dir));
+        await writeFile(join(root, "hosts"), IMAGE_HOSTS);
       }
       if (image && options.changesArchive) {
         const received = join(root, "received-changes");
@@ -504,6 +513,10 @@ export class Sandbox {
       ...(image
         ? ["--bind", join(this.root, "system"), "/", "--ro-bind", process.execPath, NODE_INSIDE]
         : systemMountArgs()),
+      // An image's own /etc/hosts is not what runs on it: an engine writes one into each
+      // container (the engine leaves the image an empty one, and with that localhost resolves
+      // nowhere). Writable, as the engine's is, for this sandbox alone.
+      ...(image ? ["--bind", join(this.root, "hosts"), "/etc/hosts"] : []),
       "--proc",
       "/proc",
       "--dev",

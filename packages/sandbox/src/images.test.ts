@@ -303,6 +303,55 @@ describe("EnvironmentImages on podman", () => {
     }
   }, 600_000);
 
+  it("runs every command beside the image's ENTRYPOINT, as an engine execs into a container, once what it starts listens", async () => {
+    // As Harbor's hello-healthcheck: the entrypoint serves, then sleeps instead of running its
+    // command, and deletes itself (as some tasks hide their setup); its log is kept apart.
+    const context = join(host, "ctx-entrypoint");
+    await mkdir(context);
+    await writeFile(
+      join(context, "start.sh"),
+      [
+        "#!/bin/sh",
+        "echo starting",
+        "cd /srv/www && python3 -m http.server 8080 --bind 127.0.0.1 >/dev/null 2>&1 &",
+        'rm -f -- "$0"',
+        "exec sleep infinity",
+        "",
+      ].join("\n"),
+    );
+    const image = await images.build(
+      [
+        "FROM debian:12",
+        "RUN mkdir -p /srv/www && echo served > /srv/www/index.txt",
+        "COPY start.sh /srv/start.sh",
+        "RUN chmod +x /srv/start.sh",
+        'ENTRYPOINT ["/srv/start.sh"]',
+      ].join("\n"),
+      context,
+      "environment/Dockerfile",
+    );
+    expect(image.entrypoint).toEqual(["/srv/start.sh"]);
+    const box = await Sandbox.create({ baseDir: host, image });
+    try {
+      const served = await box.run(
+        ["bash", "-c", "curl -s http://localhost:8080/index.txt; cat /tmp/bridle-entrypoint.log"],
+        { timeoutMs: 20_000 },
+      );
+      expect(served).toMatchObject({ exitCode: 0, timedOut: false, stdout: "served\nstarting\n" });
+      // The entrypoint deleted itself in this sandbox's layer: the next run passes it over at once.
+      const started = performance.now();
+      const next = await box.run(["bash", "-c", "echo ran; cat /tmp/bridle-entrypoint.log"], {
+        timeoutMs: 20_000,
+      });
+      expect(next).toMatchObject({ exitCode: 0, timedOut: false });
+      expect(next.stdout).toMatch(/^ran\n.*start\.sh.*not found/s);
+      expect(performance.now() - started).toBeLessThan(2_000);
+      expect(existsSync(join(image.rootfs, "srv", "start.sh"))).toBe(true);
+    } finally {
+      await box.dispose();
+    }
+  }, 600_000);
+
   it("stands uv from PyPI in for uv's installer, which builds cannot download, where the installer would put it", async () => {
     const context = join(host, "ctx-uv");
     await mkdir(context);

@@ -76,8 +76,8 @@ export interface SandboxImage {
   /** The image's environment (Dockerfile `ENV`): under what a run sets, over the sandbox's defaults. */
   env?: Record<string, string>;
   /**
-   * The image's ENTRYPOINT: every command runs through it, as a container's processes run after
-   * it (a service it starts in the background is there for the agent's run and for the tests').
+   * The image's ENTRYPOINT: it runs at the start of every run, as a container's main process, and
+   * the command beside it (a service it starts is there for the agent's run and for the tests').
    */
   entrypoint?: string[] | null;
   /**
@@ -99,13 +99,29 @@ const IMAGE_HOSTS = [
 const LISTENERS = "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -c ' 0A '";
 
 /**
- * Around the image's ENTRYPOINT: counts the listening sockets before it runs, and after it, waits
- * (at most 3 s) until what it starts in the background listens on a port of its own, as a
- * container has long been up before anything runs in it. An entrypoint that serves nothing costs
- * the 3 s.
+ * Beside the image's ENTRYPOINT, as an engine runs a container and then `exec`s into it: the
+ * entrypoint starts in the background as the container's main process, with `sleep infinity` for
+ * its command (what Harbor and Terminal-Bench give their containers), its output in
+ * /tmp/bridle-entrypoint.log as an engine keeps a container's log apart. The command runs once
+ * what the entrypoint starts listens on a port of its own, as a container has long been up before
+ * anything runs in it, or once the entrypoint has ended (a failed or self-deleted one is passed
+ * over), and at most 3 s after it started: an entrypoint that serves nothing costs the 3 s.
  */
-const BEFORE_ENTRYPOINT = `${LISTENERS} > /tmp/.bridle-listeners; exec "$@"`;
-const AFTER_ENTRYPOINT = `before=$(cat /tmp/.bridle-listeners 2>/dev/null || echo 0); i=0; while [ "$i" -lt 30 ] && [ "$(${LISTENERS})" -le "$before" ]; do sleep 0.1; i=$((i+1)); done; rm -f /tmp/.bridle-listeners; exec "$@"`;
+function besideEntrypoint(entrypoint: string[]): string {
+  const quoted = [...entrypoint, "sleep", "infinity"].map((a) => `'${a.replaceAll("'", "'\\''")}'`).join(" ");
+  return [
+    `before=$(${LISTENERS})`,
+    `(exec ${quoted}) </dev/null >/tmp/bridle-entrypoint.log 2>&1 &`,
+    "ep=$!",
+    "i=0",
+    'while [ "$i" -lt 30 ]; do',
+    '  grep -q "^State:[[:space:]]*[^Z]" "/proc/$ep/status" 2>/dev/null || break',
+    `  [ "$(${LISTENERS})" -gt "$before" ] && break`,
+    "  sleep 0.1; i=$((i+1))",
+    "done",
+    'exec "$@"',
+  ].join("\n");
+}
 
 /** Where a run that reports what it left running writes the names (see LEFT_RUNNING). */
 const LEFT_RUNNING_FILE = "/run/bridle/left-running";
@@ -332,20 +348,9 @@ export class Sandbox {
     try {
       if (leftRunning) await writeFile(leftRunning, "");
       const watched = leftRunning ? ["/bin/sh", "-c", LEFT_RUNNING, "sh", ...argv] : argv;
-      // Through the image's ENTRYPOINT, once what it starts in the background listens (see above).
+      // Beside the image's ENTRYPOINT, once it is up (see above).
       const command = this.image?.entrypoint?.length
-        ? [
-            "/bin/sh",
-            "-c",
-            BEFORE_ENTRYPOINT,
-            "sh",
-            ...this.image.entrypoint,
-            "/bin/sh",
-            "-c",
-            AFTER_ENTRYPOINT,
-            "sh",
-            ...watched,
-          ]
+        ? ["/bin/sh", "-c", besideEntrypoint(this.image.entrypoint), "sh", ...watched]
         : watched;
       const inner = options.guard
         ? [

@@ -27,6 +27,9 @@ describe("the packages a task's scripts install", () => {
       "    ./local-package > /dev/null 2>&1",
       "uv pip install -e . && pip install https://example.com/pkg.whl",
       "echo pip install not-this",
+      "uvx harbor-rewardkit@0.1 /tests && uvx ruff@latest check . && uv tool run black --check .",
+      "uvx --from 'httpie==3.2.4' http :8000 && uvx python -c 1 && uvx -p 3.12 python3.12 x.py",
+      "uvx --with pytest==8.4.1 pytest -q",
     ].join("\n");
     expect(scriptRequirements(script)).toEqual([
       { requirements: ["pytest==8.4.1", "pandas==2.3.0", "pyarrow==20.0.0"] },
@@ -36,6 +39,11 @@ describe("the packages a task's scripts install", () => {
       { requirements: ["pytest==8.4.1", "pytest-json-ctrf==0.3.5", "scipy==1.16.0"], python: "3.13" },
       { requirements: ["rich[jupyter]"] },
       { requirements: ["six==1.17.0"] },
+      { requirements: ["harbor-rewardkit==0.1"] },
+      { requirements: ["ruff"] },
+      { requirements: ["black"] },
+      { requirements: ["httpie==3.2.4"] },
+      { requirements: ["pytest==8.4.1"] },
     ]);
   });
 

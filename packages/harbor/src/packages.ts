@@ -2,8 +2,8 @@ import type { TreeFile } from "./files.ts";
 
 /**
  * The Python packages a task's scripts install at run time, where Harbor's containers reach PyPI
- * and Bridle's sandboxes do not: `pip install`, `uv pip install`, `uv add`, `uv tool install`, and
- * `--with`/`-w`/`--from` of `uvx` and `uv run`. One list per command, as each is resolved on its
+ * and Bridle's sandboxes do not: `pip install`, `uv pip install`, `uv add`, `uv tool install`,
+ * `--with`/`-w`/`--from` of `uvx` and `uv run`, and the tool that `uvx` and `uv tool run` run. One list per command, as each is resolved on its
  * own (a test.sh that pins `pandas==2.3.0` and a solve.sh that asks for any `pandas` both stand).
  * Only plain requirements count: names with an optional extra and version, never files, URLs,
  * `-r` lists or index options (what they name is not a package to fetch).
@@ -77,6 +77,7 @@ function requirementsOf(words: string[]): RequirementGroup {
   if (!command) return { requirements: [] };
   const out: string[] = [];
   let python: string | undefined;
+  let from = false;
   for (let i = command.start; i < words.length; i++) {
     const word = unquote(words[i] as string);
     if (/^[<>]/.test(word)) break;
@@ -88,11 +89,17 @@ function requirementsOf(words: string[]): RequirementGroup {
       if (flag === "--with" || flag === "-w" || flag === "--from") {
         const value = inline ?? unquote(words[++i] ?? "");
         for (const part of value.split(",")) if (REQUIREMENT.test(part)) out.push(part);
+        from ||= flag === "--from";
       } else if (flag === "-p" || flag === "--python") {
         const value = inline ?? unquote(words[++i] ?? "");
         if (/^3\.\d+$/.test(value)) python = value;
-      } else if (!word.startsWith("-")) break;
-      else if (TAKES_VALUE.has(flag) && inline === undefined) i++;
+      } else if (!word.startsWith("-")) {
+        // The tool uvx runs comes from the package of its name (`name@version` pins it), unless
+        // --from names another; `python` runs the interpreter.
+        const tool = command.tool && !from ? toolRequirement(word) : null;
+        if (tool && !out.some((req) => requirementName(req) === requirementName(tool))) out.push(tool);
+        break;
+      } else if (TAKES_VALUE.has(flag) && inline === undefined) i++;
       continue;
     }
     if (word.startsWith("-")) {
@@ -110,7 +117,7 @@ function requirementsOf(words: string[]): RequirementGroup {
  * `uv run`, `uv tool run`: then only --with, -w and --from name packages); null when it installs
  * nothing from an index.
  */
-function installCommand(words: string[]): { start: number; runs: boolean } | null {
+function installCommand(words: string[]): { start: number; runs: boolean; tool?: boolean } | null {
   let i = 0;
   while (i < words.length && (/^[A-Z_][A-Z0-9_]*=/.test(words[i] as string) || words[i] === "sudo")) i++;
   const first = (words[i] ?? "").split("/").pop() ?? "";
@@ -125,10 +132,18 @@ function installCommand(words: string[]): { start: number; runs: boolean } | nul
     if (next === "add") return installs(i + 2);
     if (next === "tool" && words[i + 2] === "install") return installs(i + 3);
     if (next === "run") return { start: i + 2, runs: true };
-    if (next === "tool" && words[i + 2] === "run") return { start: i + 3, runs: true };
+    if (next === "tool" && words[i + 2] === "run") return { start: i + 3, runs: true, tool: true };
   }
-  if (first === "uvx") return { start: i + 1, runs: true };
+  if (first === "uvx") return { start: i + 1, runs: true, tool: true };
   return null;
+}
+
+/** The package of a tool uvx runs (`ruff`, `ruff@0.6.9`, `ruff@latest`); null for `python`. */
+function toolRequirement(word: string): string | null {
+  const [name = "", version] = word.split("@");
+  if (/^python(\d+(\.\d+)*)?$/.test(name)) return null;
+  const requirement = version && version !== "latest" ? `${name}==${version}` : name;
+  return REQUIREMENT.test(requirement) ? requirement : null;
 }
 
 /** The name a requirement installs, normalised as PyPI compares names. */

@@ -70,6 +70,48 @@ describe("planDockerfile", () => {
     expect(plan.substitutions).toHaveLength(1);
   });
 
+  it("builds uv's image from PyPI where a Dockerfile copies from it or starts a stage from it", () => {
+    const plan = planDockerfile(
+      [
+        "ARG PY=3.11",
+        "FROM ghcr.io/astral-sh/uv:0.8 AS uv",
+        "FROM python:3.11-slim",
+        "COPY --from=ghcr.io/astral-sh/uv:0.8.15 /uv /uvx /bin/",
+        "COPY --chmod=755 --from=uv /uv /usr/local/bin/uv",
+        "COPY --from=ghcr.io/astral-sh/uv /uvx /opt/",
+        "COPY --from=ghcr.io/astral-sh/uv:0.8-python3.12-bookworm /uv /bin/",
+      ].join("\n"),
+      "environment/Dockerfile",
+    );
+    const built = plan.dockerfile.split("\n");
+    // Its stages come after the global ARGs, before the first FROM; one per version named.
+    expect(built[0]).toBe("ARG PY=3.11");
+    expect(built.filter((l) => l.startsWith("FROM"))).toEqual([
+      `FROM ${BASE_IMAGE} AS bridle-uv-0-8`,
+      `FROM ${BASE_IMAGE} AS bridle-uv-0-8-15`,
+      `FROM ${BASE_IMAGE} AS bridle-uv-latest`,
+      "FROM bridle-uv-0-8 AS uv",
+      "FROM localhost/bridle/python:3.11",
+    ]);
+    expect(built.filter((l) => l.includes("pip install")).map((l) => l.match(/"uv[^"]*"/)?.[0])).toEqual([
+      '"uv==0.8.*"',
+      '"uv==0.8.15"',
+      '"uv"',
+    ]);
+    expect(built.filter((l) => l.startsWith("COPY"))).toEqual([
+      "COPY --from=bridle-uv-0-8-15 /uv /uvx /bin/",
+      "COPY --chmod=755 --from=uv /uv /usr/local/bin/uv",
+      "COPY --from=bridle-uv-latest /uvx /opt/",
+      // An image of uv with a system in it is another image, which is not stood in for.
+      "COPY --from=ghcr.io/astral-sh/uv:0.8-python3.12-bookworm /uv /bin/",
+    ]);
+    expect(plan.substitutions.slice(0, 3)).toEqual([
+      "environment/Dockerfile: line 2: ghcr.io/astral-sh/uv:0.8 -> uv==0.8.* from PyPI, laid out as uv's image has it (/uv, /uvx; ghcr.io is not reachable from builds)",
+      "environment/Dockerfile: line 4: ghcr.io/astral-sh/uv:0.8.15 -> uv==0.8.15 from PyPI, laid out as uv's image has it (/uv, /uvx; ghcr.io is not reachable from builds)",
+      "environment/Dockerfile: line 6: ghcr.io/astral-sh/uv -> uv from PyPI, laid out as uv's image has it (/uv, /uvx; ghcr.io is not reachable from builds)",
+    ]);
+  });
+
   it("says a Launchpad PPA is out of reach, where add-apt-repository fails on it", () => {
     const dockerfile =
       "FROM ubuntu:24.04\nRUN apt-get install -y software-properties-common && add-apt-repository ppa:git-core/ppa && apt-get update\n";
@@ -359,13 +401,19 @@ describe("EnvironmentImages on podman", () => {
       "FROM ubuntu:24.04",
       "RUN curl -LsSf https://astral.sh/uv/0.9.5/install.sh | sh && . $HOME/.local/bin/env && uv --version > /uv-version",
       "RUN wget -qO- https://astral.sh/uv/0.9.5/install.sh | env UV_INSTALL_DIR=/usr/local/bin sh",
+      // As uv's documentation installs it: from uv's image, which builds cannot pull.
+      "COPY --from=ghcr.io/astral-sh/uv:0.9.5 /uv /uvx /opt/uv/",
+      "RUN /opt/uv/uv --version > /uv-image-version",
     ].join("\n");
     const image = await images.build(dockerfile, context, "environment/Dockerfile");
     expect(await readFile(join(image.rootfs, "uv-version"), "utf8")).toMatch(/^uv 0\.9\.5\b/);
+    expect(await readFile(join(image.rootfs, "uv-image-version"), "utf8")).toMatch(/^uv 0\.9\.5\b/);
+    expect(existsSync(join(image.rootfs, "opt", "uv", "uvx"))).toBe(true);
     expect(existsSync(join(image.rootfs, "usr", "local", "bin", "uvx"))).toBe(true);
     // What apt's recommends bring with git, which the base has installed already: a solution's patch -p1.
     expect(existsSync(join(image.rootfs, "usr", "bin", "patch"))).toBe(true);
     expect(image.substitutions).toEqual([
+      "environment/Dockerfile: line 4: ghcr.io/astral-sh/uv:0.9.5 -> uv==0.9.5 from PyPI, laid out as uv's image has it (/uv, /uvx; ghcr.io is not reachable from builds)",
       expect.stringMatching(/^environment\/Dockerfile: line 1: FROM ubuntu:24.04 -> /),
       "environment/Dockerfile: line 2: curl -LsSf https://astral.sh/uv/0.9.5/install.sh -> uv==0.9.5 from PyPI, installed as its installer would (astral.sh is not reachable from builds)",
       "environment/Dockerfile: line 3: wget -qO- https://astral.sh/uv/0.9.5/install.sh -> uv==0.9.5 from PyPI, installed as its installer would (astral.sh is not reachable from builds)",

@@ -740,8 +740,39 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
   const lines: Plan["lines"] = [];
   const stages = new Set<string>();
   let froms = 0;
-  for (const { line, text } of dockerfileInstructions(source)) {
-    const [keyword = ""] = text.split(/\s+/);
+  const instructions = dockerfileInstructions(source);
+  const uv = uvStages(instructions, name);
+  for (const { line, text: original } of instructions) {
+    const [keyword = ""] = original.split(/\s+/);
+    // uv's image, wherever it is named, is the stage of Bridle's that stands in for it.
+    const text = original
+      .replace(
+        /^(FROM\s+(?:--\S+\s+)*)(\S+)/i,
+        (_, before: string, image: string) => before + (uv.stageOf(image) ?? image),
+      )
+      .replace(
+        /^(COPY\s.*--from=)(\S+)/i,
+        (_, before: string, image: string) => before + (uv.stageOf(image) ?? image),
+      );
+    if (keyword.toUpperCase() === "FROM" && froms === 0 && uv.stages.length > 0) {
+      flavours.push(FLAVOURS.find((f) => f.image === BASE_IMAGE)!);
+      for (const stage of uv.stages) {
+        substitutions.push(stage.says);
+        out.push(
+          `FROM ${BASE_IMAGE} AS ${stage.name}`,
+          'SHELL ["/bin/bash", "-o", "pipefail", "-c"]',
+          stage.run,
+        );
+        // A failure of its install is the referring line's (its FROM and SHELL are not the task's).
+        lines.push({ line: stage.line, text: "SHELL" }, { line: stage.line, text: "SHELL" });
+        lines.push({ line: stage.line, text: stage.text, built: stage.run });
+      }
+    }
+    if (keyword.toUpperCase() === "COPY" && text !== original) {
+      out.push(text);
+      lines.push({ line, text: original, built: text });
+      continue;
+    }
     if (keyword.toUpperCase() === "RUN") {
       const built = withStandIns(text, (said) => substitutions.push(`${name}: line ${line}: ${said}`));
       out.push(built);
@@ -762,8 +793,9 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
     if (as?.toUpperCase() === "AS" && stage) stages.add(stage.toLowerCase());
     let resolved: string;
     if (
-      stages.has(image.toLowerCase()) &&
-      !(as?.toUpperCase() === "AS" && stage?.toLowerCase() === image.toLowerCase())
+      (stages.has(image.toLowerCase()) &&
+        !(as?.toUpperCase() === "AS" && stage?.toLowerCase() === image.toLowerCase())) ||
+      uv.stages.some((s) => s.name === image)
     ) {
       resolved = image;
     } else {
@@ -781,7 +813,7 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
     }
     const rest = as?.toUpperCase() === "AS" && stage ? ` AS ${stage}` : "";
     out.push(`FROM ${resolved}${rest}`);
-    lines.push({ line, text });
+    lines.push({ line, text: original });
     out.push('SHELL ["/bin/bash", "-o", "pipefail", "-c"]');
     lines.push({ line, text: "SHELL" });
     if (resolved !== image && beforePep668(image)) {
@@ -794,6 +826,55 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
   }
   if (froms === 0) throw new ImageBuildError(`${name}: no FROM line`);
   return { dockerfile: `${out.join("\n")}\n`, flavours, substitutions, lines };
+}
+
+/** uv's image, `ghcr.io/astral-sh/uv:<version>` (`0.8.15`, `0.8`, `latest`): uv's two binaries at its root. */
+const UV_IMAGE = /^ghcr\.io\/astral-sh\/uv(?::(\d+(?:\.\d+){0,2}|latest))?(?:@sha256:[0-9a-f]{64})?$/i;
+
+interface UvStage {
+  /** The stage's name in the Dockerfile as built. */
+  name: string;
+  /** Its RUN step: uv from PyPI, laid out as uv's image has it (/uv, /uvx). */
+  run: string;
+  /** The first line that names the image, and that instruction. */
+  line: number;
+  text: string;
+  says: string;
+}
+
+/**
+ * Stages that stand in for uv's image wherever a Dockerfile names it (`COPY --from=ghcr.io/astral-sh/uv:0.8.15
+ * /uv /uvx /bin/`, as uv's documentation installs it, or `FROM ghcr.io/astral-sh/uv:0.8 AS uv`):
+ * the same uv from PyPI, which builds reach (ghcr.io they do not), one stage per version named.
+ * uv's images with a system in the tag (`0.8-python3.12-bookworm`) are not this one.
+ */
+function uvStages(instructions: { line: number; text: string }[], file: string) {
+  const stages = new Map<string, UvStage>();
+  const byImage = new Map<string, UvStage>();
+  for (const { line, text } of instructions) {
+    const image = text.match(/^FROM\s+(?:--\S+\s+)*(\S+)/i)?.[1] ?? text.match(/^COPY\s.*--from=(\S+)/i)?.[1];
+    const version =
+      image?.match(UV_IMAGE)?.[1]?.toLowerCase() ?? (image && UV_IMAGE.test(image) ? "latest" : null);
+    if (!image || version === null) continue;
+    let stage = stages.get(version);
+    if (!stage) {
+      const pin =
+        version === "latest" ? "" : version.split(".").length === 3 ? `==${version}` : `==${version}.*`;
+      stage = {
+        name: `bridle-uv-${version.replaceAll(".", "-")}`,
+        run: `RUN python3 -m pip install --quiet --disable-pip-version-check --break-system-packages --no-deps --target /tmp/uv "uv${pin}" && cp /tmp/uv/bin/uv /tmp/uv/bin/uvx / && rm -rf /tmp/uv`,
+        line,
+        text,
+        says: `${file}: line ${line}: ${image} -> uv${pin} from PyPI, laid out as uv's image has it (/uv, /uvx; ghcr.io is not reachable from builds)`,
+      };
+      stages.set(version, stage);
+    }
+    byImage.set(image.toLowerCase(), stage);
+  }
+  return {
+    stages: [...stages.values()],
+    stageOf: (image: string) => byImage.get(image.toLowerCase())?.name,
+  };
 }
 
 /** Registries that serve Docker Hub's official images under their own name. */

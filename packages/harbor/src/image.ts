@@ -1,6 +1,6 @@
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import {
   type BuiltImage,
   dockerfileInstructions,
@@ -9,7 +9,13 @@ import {
 } from "@bridle/sandbox";
 import { writeTree } from "./files.ts";
 import type { HarborTask } from "./load.ts";
-import { type HeldWheel, type RequirementGroup, taskRequirements, wheelsHeld } from "./packages.ts";
+import {
+  type HeldWheel,
+  type RequirementGroup,
+  taskDebianPackages,
+  taskRequirements,
+  wheelsHeld,
+} from "./packages.ts";
 
 /** Where an image holds the wheels of what the task's scripts install, and uv (see withPackages). */
 export const PACKAGES_DIR = "/opt/bridle/packages";
@@ -46,17 +52,24 @@ export async function taskImage(
   const requirements = taskRequirements(scripts, toolchain.wheels);
   const packages =
     requirements.length > 0 ? withPackages(dockerfile.content, requirements, toolchain.uv) : null;
+  const debs = taskDebianPackages(scripts);
+  const apt = debs.length > 0 ? withDebianPackages(packages?.dockerfile ?? dockerfile.content, debs) : null;
   const context = await mkdtemp(join(tmpdir(), "bridle-build-context-"));
   try {
     await writeTree(context, dockerfile.context);
-    const image = await images.build(packages?.dockerfile ?? dockerfile.content, context, dockerfile.name);
+    const image = await images.build(
+      apt?.dockerfile ?? packages?.dockerfile ?? dockerfile.content,
+      context,
+      dockerfile.name,
+    );
     return {
       image,
       notes: [
         `${dockerfile.name}: built (${image.tag}${image.buildSeconds > 0 ? `, ${image.buildSeconds} s` : ", cached"}); the agent and the tests run on its system`,
         ...image.substitutions,
         ...(packages ? [packages.note] : []),
-        ...(packages ? await unavailablePackages(image) : []).map(
+        ...(apt ? [apt.note] : []),
+        ...(packages || apt ? await unavailablePackages(image) : []).map(
           (line) => `not fetched, so its install fails offline in the sandbox: ${line}`,
         ),
       ],
@@ -108,12 +121,7 @@ export function withPackages(
   requirements: readonly RequirementGroup[],
   uvVersion: string | undefined,
 ): { dockerfile: string; note: string } {
-  const instructions = dockerfileInstructions(content);
-  const lastFrom = instructions.findLastIndex((i) => /^FROM\s/i.test(i.text));
-  const user = instructions
-    .slice(lastFrom + 1)
-    .findLast((i) => /^USER\s/i.test(i.text))
-    ?.text.replace(/^USER\s+/i, "");
+  const user = finalUser(content);
   // Requirements are names, extras and versions only (scriptRequirements): nothing to quote in
   // them; globbing is off for a version such as ==2.*. Each item is `python|requirements`, `-`
   // for the image's own python3.
@@ -133,6 +141,42 @@ export function withPackages(
   return {
     dockerfile: `${content.replace(/\n*$/, "")}\n\n${lines.join("\n")}\n`,
     note: `the Python packages its scripts install (${requirements.map(describe).join(" ")}) and ${uv}: fetched from PyPI while the image builds, as wheels in ${PACKAGES_DIR}, which pip and uv use offline in the sandbox`,
+  };
+}
+
+/** The final stage's USER, where it sets one (Bridle's own steps run as root, then give it back). */
+function finalUser(content: string): string | undefined {
+  const instructions = dockerfileInstructions(content);
+  const lastFrom = instructions.findLastIndex((i) => /^FROM\s/i.test(i.text));
+  return instructions
+    .slice(lastFrom + 1)
+    .findLast((i) => /^USER\s/i.test(i.text))
+    ?.text.replace(/^USER\s+/i, "");
+}
+
+/**
+ * The task's Dockerfile with a last step of Bridle's for the Debian packages its scripts install
+ * with apt at run time (`taskDebianPackages`), where Harbor's containers reach Debian's mirrors and
+ * sandboxes do not: those the image does not have are downloaded while it builds, with apt's
+ * package lists, so the scripts' `apt-get update` (which keeps the lists it cannot refresh) and
+ * `apt-get install` then install them offline, as they would have online. One that cannot be
+ * fetched is noted in UNAVAILABLE, and its install fails in the sandbox as it would have.
+ */
+export function withDebianPackages(
+  content: string,
+  packages: readonly string[],
+): { dockerfile: string; note: string } {
+  const user = finalUser(content);
+  // Names, architectures and versions only (scriptDebianPackages): nothing to quote; globbing off.
+  const lines = [
+    "# Bridle: the Debian packages the task's scripts install with apt, downloaded now for the offline sandbox.",
+    ...(user ? ["USER root"] : []),
+    `RUN set -f; mkdir -p ${dirname(UNAVAILABLE)}; touch ${UNAVAILABLE}; missing=; for p in ${packages.join(" ")}; do dpkg -s "\${p%%[:=]*}" >/dev/null 2>&1 || missing="$missing $p"; done; if [ -n "$missing" ]; then apt-get update -qq >/dev/null 2>&1; for p in $missing; do DEBIAN_FRONTEND=noninteractive apt-get install --download-only -y -qq "$p" >/dev/null 2>/tmp/.bridle-fetch || echo "apt-get install $p: $(grep -m1 '^E:' /tmp/.bridle-fetch || tail -n 1 /tmp/.bridle-fetch)" >> ${UNAVAILABLE}; done; rm -f /tmp/.bridle-fetch /etc/apt/apt.conf.d/docker-clean; fi`,
+    ...(user ? [`USER ${user}`] : []),
+  ];
+  return {
+    dockerfile: `${content.replace(/\n*$/, "")}\n\n${lines.join("\n")}\n`,
+    note: `the Debian packages its scripts install with apt (${packages.join(" ")}): those the image lacks downloaded from Debian's archive while it builds, with apt's lists, so apt installs them offline in the sandbox`,
   };
 }
 

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { validateTask } from "./index.ts";
-import { scriptRequirements, taskRequirements, wheelsHeld } from "./packages.ts";
+import { scriptDebianPackages, scriptRequirements, taskRequirements, wheelsHeld } from "./packages.ts";
 import { installImages, toolchain } from "./test-support.ts";
 
 const sh = (path: string, text: string) => ({ path, mode: 0o644, content: Buffer.from(text) });
@@ -71,6 +71,25 @@ describe("the packages a task's scripts install", () => {
   });
 });
 
+describe("scriptDebianPackages", () => {
+  it("reads apt-get install and apt install, options anywhere, and only package names", () => {
+    const script = [
+      "apt-get update && apt-get install -y --no-install-recommends jq curl=7.88.1-10+deb12u12 \\",
+      "    libssl-dev:amd64 > /dev/null",
+      "DEBIAN_FRONTEND=noninteractive sudo apt -o Dpkg::Options::=--force-confnew install -qq tree",
+      "apt-get -y install ./local.deb $EXTRA 'lib*' sqlite3 # and nothing of this: apt-get install x",
+      "apt-get remove -y nano; apt list --installed; echo apt-get install not-this",
+    ].join("\n");
+    expect(scriptDebianPackages(script)).toEqual([
+      "jq",
+      "curl=7.88.1-10+deb12u12",
+      "libssl-dev:amd64",
+      "tree",
+      "sqlite3",
+    ]);
+  });
+});
+
 describe("a task whose scripts install packages, on podman", () => {
   let dir: string | undefined;
   afterAll(async () => {
@@ -112,6 +131,9 @@ describe("a task whose scripts install packages, on podman", () => {
         // Terminal-Bench 2's way: uv runs a Python 3.13 of its own, with its own wheels.
         `uvx -p 3.13 -w tomli==2.2.1 python -c "import sys, tomli; print(sys.version_info[1])" > /tmp/uvx-minor`,
         "pip install bridle-no-such-package==0.0.1 || true",
+        // apt as Harbor's test.sh template uses it, for a package the image does not have.
+        "apt-get update && apt-get install -y jq && echo '{\"n\": 3}' | jq .n > /tmp/jq-n",
+        "apt-get install -y bridle-no-such-deb || true",
         "uv run pytest $TEST_DIR/test_outputs.py -rA",
         "",
       ].join("\n"),
@@ -120,6 +142,9 @@ describe("a task whose scripts install packages, on podman", () => {
         "",
         "def test_uvx_ran_python_3_13_with_its_wheel():",
         '    assert open("/tmp/uvx-minor").read().strip() == "13"',
+        "",
+        "def test_jq_installed_offline():",
+        '    assert open("/tmp/jq-n").read().strip() == "3"',
         "",
         "def test_out_holds_the_count():",
         '    with open("/app/out.toml", "rb") as f:',
@@ -144,6 +169,12 @@ describe("a task whose scripts install packages, on podman", () => {
         ),
         expect.stringMatching(
           /^the Python packages its scripts install \(pytest==8\.4\.1 tomli==2\.2\.1 tomli==2\.2\.1 \(for Python 3\.13\) bridle-no-such-package==0\.0\.1 tomli-w\) and uv==[0-9.]+: fetched from PyPI while the image builds/,
+        ),
+        expect.stringMatching(
+          /^the Debian packages its scripts install with apt \(jq bridle-no-such-deb\): those the image lacks downloaded/,
+        ),
+        expect.stringMatching(
+          /^not fetched, so its install fails offline in the sandbox: apt-get install bridle-no-such-deb: E: Unable to locate package/,
         ),
         // What PyPI does not have fails nothing at build: its install fails offline, as it would have.
         expect.stringMatching(

@@ -200,3 +200,52 @@ export function wheelsHeld(files: readonly string[]): Map<string, HeldWheel> {
   }
   return held;
 }
+
+/** A Debian package as apt is asked for it: a name, an architecture and a version, optional. */
+const DEB = /^[a-z0-9][a-z0-9+.-]+(?::[a-z0-9]+)?(?:=[A-Za-z0-9.+~:*-]+)?$/;
+
+/** Options of apt and apt-get that take the next word as their value. */
+const APT_TAKES_VALUE = new Set(["-o", "--option", "-c", "--config-file", "-t", "--target-release"]);
+
+/**
+ * The Debian packages a script installs with apt at run time (`apt-get install`, `apt install`,
+ * options anywhere, `sudo` and variables before), where Harbor's containers reach Debian's mirrors
+ * and Bridle's sandboxes do not. Only names (with an architecture or version): never files, globs
+ * or variables.
+ */
+export function scriptDebianPackages(script: string): string[] {
+  const out: string[] = [];
+  for (const line of script.replace(/\\\r?\n/g, " ").split(/\r?\n|&&|\|\||;|\|/)) {
+    const words = line
+      .replace(/(^|\s)#.*$/, "")
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(unquote);
+    let i = 0;
+    while (i < words.length && (/^[A-Z_][A-Z0-9_]*=/.test(words[i] as string) || words[i] === "sudo")) i++;
+    if (!["apt-get", "apt"].includes((words[i] ?? "").split("/").pop() ?? "")) continue;
+    let installing = false;
+    for (i++; i < words.length; i++) {
+      const word = words[i] as string;
+      if (/^[<>]/.test(word)) break;
+      if (word.startsWith("-")) {
+        if (APT_TAKES_VALUE.has(word)) i++;
+        continue;
+      }
+      if (!installing) {
+        if (word !== "install") break;
+        installing = true;
+      } else if (DEB.test(word)) out.push(word);
+    }
+  }
+  return out;
+}
+
+/** What the task's shell scripts install with apt, without repeats, in the order first named. */
+export function taskDebianPackages(scripts: readonly TreeFile[]): string[] {
+  const all = scripts
+    .filter((f) => f.path.endsWith(".sh"))
+    .flatMap((f) => scriptDebianPackages(f.content.toString("utf8")));
+  return [...new Set(all)];
+}

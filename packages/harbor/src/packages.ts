@@ -9,18 +9,33 @@ import type { TreeFile } from "./files.ts";
  * `-r` lists or index options (what they name is not a package to fetch).
  */
 export function scriptRequirements(script: string): RequirementGroup[] {
-  const groups: RequirementGroup[] = [];
-  // Continuations joined; comments and what follows a command's end are not its arguments.
-  for (const line of script.replace(/\\\r?\n/g, " ").split(/\r?\n|&&|\|\||;|\|/)) {
-    const words = line
-      .replace(/(^|\s)#.*$/, "")
-      .trim()
-      .split(/\s+/)
-      .filter(Boolean);
-    const group = requirementsOf(words);
-    if (group.requirements.length > 0) groups.push(group);
-  }
-  return groups;
+  return commandsOf(script)
+    .map(requirementsOf)
+    .filter((group) => group.requirements.length > 0);
+}
+
+/**
+ * A shell script's simple commands as their words: continuations joined, split at newlines, `&&`,
+ * `||`, `;` and pipes; comments and what follows a command's end are not its arguments.
+ */
+function commandsOf(script: string): string[][] {
+  return script
+    .replace(/\\\r?\n/g, " ")
+    .split(/\r?\n|&&|\|\||;|\|/)
+    .map((line) =>
+      line
+        .replace(/(^|\s)#.*$/, "")
+        .trim()
+        .split(/\s+/)
+        .filter(Boolean),
+    );
+}
+
+/** Where a command's own words begin: after variables given to it and `sudo`. */
+function commandStart(words: string[]): number {
+  let i = 0;
+  while (i < words.length && (/^[A-Z_][A-Z0-9_]*=/.test(words[i] as string) || words[i] === "sudo")) i++;
+  return i;
 }
 
 /** What one install command asks for, and the Python it asks uv for (`uvx -p 3.13`), if any. */
@@ -118,8 +133,7 @@ function requirementsOf(words: string[]): RequirementGroup {
  * nothing from an index.
  */
 function installCommand(words: string[]): { start: number; runs: boolean; tool?: boolean } | null {
-  let i = 0;
-  while (i < words.length && (/^[A-Z_][A-Z0-9_]*=/.test(words[i] as string) || words[i] === "sudo")) i++;
+  const i = commandStart(words);
   const first = (words[i] ?? "").split("/").pop() ?? "";
   const next = words[i + 1];
   const installs = (start: number) => ({ start, runs: false });
@@ -215,15 +229,9 @@ const APT_TAKES_VALUE = new Set(["-o", "--option", "-c", "--config-file", "-t", 
  */
 export function scriptDebianPackages(script: string): string[] {
   const out: string[] = [];
-  for (const line of script.replace(/\\\r?\n/g, " ").split(/\r?\n|&&|\|\||;|\|/)) {
-    const words = line
-      .replace(/(^|\s)#.*$/, "")
-      .trim()
-      .split(/\s+/)
-      .filter(Boolean)
-      .map(unquote);
-    let i = 0;
-    while (i < words.length && (/^[A-Z_][A-Z0-9_]*=/.test(words[i] as string) || words[i] === "sudo")) i++;
+  for (const command of commandsOf(script)) {
+    const words = command.map(unquote);
+    let i = commandStart(words);
     if (!["apt-get", "apt"].includes((words[i] ?? "").split("/").pop() ?? "")) continue;
     let installing = false;
     for (i++; i < words.length; i++) {

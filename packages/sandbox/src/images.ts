@@ -5,8 +5,9 @@ import { mkdir, readdir, readFile, readlink, rename, rm, stat, writeFile } from 
 import { join, relative } from "node:path";
 import { PassThrough, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
+import { LEASES, leased } from "./lease.ts";
 import type { SandboxImage } from "./sandbox.ts";
-import { type Shared, shareFiles, sweepStore } from "./store.ts";
+import { type Shared, shareFiles, storeBytes, sweepStore } from "./store.ts";
 
 /**
  * Task environments from Dockerfiles, built on a real OCI engine (podman, or docker where a user
@@ -246,16 +247,40 @@ export interface ImagesOptions {
    * null when the source does not have it either.
    */
   source?: ((digest: string) => Promise<Readable | null>) | undefined;
+  /**
+   * How many bytes the unpacked images may take together (their shared files counted once):
+   * past it, after a build or fetch, the images used longest ago are removed. Default
+   * BRIDLE_IMAGE_CACHE_GB GiB, else 40 GiB.
+   */
+  maxCacheBytes?: number;
+  /** An image used (looked up) within this long is kept whatever the bound (default 15 minutes). */
+  keepUsedWithinMs?: number;
 }
+
+/** The bound on the image cache from BRIDLE_IMAGE_CACHE_GB (GiB), 40 GiB when it is not set. */
+export function imageCacheBytes(env: NodeJS.ProcessEnv = process.env): number {
+  const raw = env.BRIDLE_IMAGE_CACHE_GB;
+  if (raw === undefined || raw === "") return 40 * 2 ** 30;
+  const gb = Number(raw);
+  if (!Number.isFinite(gb) || gb <= 0)
+    throw new Error(`BRIDLE_IMAGE_CACHE_GB=${raw}: not a positive number of GiB`);
+  return gb * 2 ** 30;
+}
+
+/** The file whose modification time says when an image was last looked up. */
+const USED = "used";
 
 /** Builds, unpacks and finds task environments' images. */
 export class EnvironmentImages {
   private readonly engine: "podman" | "docker";
   private readonly say: (line: string) => void;
 
+  private readonly maxCacheBytes: number;
+
   constructor(private readonly options: ImagesOptions) {
     this.engine = options.engine ?? "podman";
     this.say = options.say ?? (() => undefined);
+    this.maxCacheBytes = options.maxCacheBytes ?? imageCacheBytes();
   }
 
   private engineCheck: Promise<string | null> | undefined;
@@ -285,10 +310,65 @@ export class EnvironmentImages {
     const dir = join(this.options.home, "images", digest);
     try {
       const meta = JSON.parse(await readFile(join(dir, "image.json"), "utf8")) as Omit<BuiltImage, "rootfs">;
+      // When it was last asked for: the cache's bound removes the images used longest ago first.
+      await writeFile(join(dir, USED), "").catch(() => undefined);
       return { ...meta, rootfs: join(dir, "rootfs"), buildSeconds: 0 };
     } catch {
       return null;
     }
+  }
+
+  private trimming: Promise<unknown> = Promise.resolve();
+
+  /**
+   * Keeps the unpacked images within the cache's bound: while the store's files (every non-empty
+   * file of every image, counted once) take more, the image used longest ago is removed, with the
+   * store's copies only it linked to. An image a live sandbox runs on (a lease whose process is
+   * alive) or used within `keepUsedWithinMs` is kept. Returns the digests removed.
+   */
+  trim(): Promise<string[]> {
+    const next = this.trimming.then(() => this.trimNow());
+    this.trimming = next.catch(() => undefined);
+    return next;
+  }
+
+  private async trimNow(): Promise<string[]> {
+    const imagesDir = join(this.options.home, "images");
+    let total = await storeBytes(this.store);
+    if (total <= this.maxCacheBytes) return [];
+    const keepAfter = Date.now() - (this.options.keepUsedWithinMs ?? 15 * 60_000);
+    const candidates: { digest: string; used: number }[] = [];
+    for (const digest of await readdir(imagesDir).catch(() => [] as string[])) {
+      if (!/^[0-9a-f]{64}$/.test(digest)) continue;
+      const dir = join(imagesDir, digest);
+      const used = await stat(join(dir, USED)).catch(() => stat(dir).catch(() => null));
+      if (!used || used.mtimeMs > keepAfter || (await leased(join(dir, LEASES)))) continue;
+      candidates.push({ digest, used: used.mtimeMs });
+    }
+    candidates.sort((a, b) => a.used - b.used);
+    const removed: string[] = [];
+    for (const { digest } of candidates) {
+      if (total <= this.maxCacheBytes) break;
+      // Renamed first, so no lookup finds it half removed.
+      const gone = join(imagesDir, `${digest}.removing-${process.pid}-${randomBytes(4).toString("hex")}`);
+      if (
+        !(await rename(join(imagesDir, digest), gone).then(
+          () => true,
+          () => false,
+        ))
+      )
+        continue;
+      await rm(gone, { recursive: true, force: true });
+      total -= await sweepStore(this.store);
+      removed.push(digest);
+    }
+    if (removed.length > 0) {
+      const gb = (bytes: number) => (bytes / 2 ** 30).toFixed(1);
+      this.say(
+        `removed ${removed.length} image(s) used longest ago: the cache holds ${gb(total)} GiB of its ${gb(this.maxCacheBytes)} (BRIDLE_IMAGE_CACHE_GB)`,
+      );
+    }
+    return removed;
   }
 
   /** Fetches of images from the source under way, one per digest. */
@@ -328,6 +408,9 @@ export class EnvironmentImages {
       [
         "--numeric-owner",
         "--exclude=./rootfs/dev/*",
+        // This host's bookkeeping, which changes while tar reads it: the adopting host keeps its own.
+        `--exclude=./${USED}`,
+        `--exclude=./${LEASES}`,
         "-C",
         join(this.options.home, "images", digest),
         "-cf",
@@ -397,6 +480,7 @@ export class EnvironmentImages {
     }
     const image = await this.lookup(digest);
     if (!image) throw new ImageBuildError(`the image ${digest} was unpacked but cannot be found`);
+    await this.trim();
     return image;
   }
 
@@ -471,6 +555,7 @@ export class EnvironmentImages {
       await rename(built, final).catch(() => this.discard(built, shared));
       const image = await this.lookup(digest);
       if (!image) throw new ImageBuildError(`${name}: the image was built but cannot be found in the cache`);
+      await this.trim();
       return { ...image, buildSeconds: Math.round((performance.now() - started) / 100) / 10 };
     } catch (err) {
       await this.engineRun(["rmi", building]); // when it was built and then not unpacked

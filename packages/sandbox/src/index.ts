@@ -8,6 +8,7 @@ export {
   dockerfileInstructions,
   EnvironmentImages,
   ImageBuildError,
+  imageCacheBytes,
   imageWorkspace,
   planDockerfile,
 } from "./images.ts";

@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
 import { chmod, cp, mkdir, mkdtemp, open, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, posix, resolve } from "node:path";
@@ -8,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import { unpackFolder } from "./archive.ts";
 import { Cgroup, processAlive } from "./cgroup.ts";
 import { SANDBOX_PATH, SYSTEM_DIRS, systemMountArgs } from "./host.ts";
+import { LEASES, takeLease } from "./lease.ts";
 import { TailBuffer } from "./output.ts";
 
 /** Where the workspace appears inside the sandbox unless a task names another (Harbor's default). */
@@ -223,6 +225,8 @@ export class Sandbox {
     readonly workdir: string = WORKSPACE,
     /** The image whose root filesystem is the system, when the task has one. */
     readonly image?: SandboxImage,
+    /** Lets go of the lease on the image (see lease.ts). */
+    private readonly release: () => Promise<void> = async () => undefined,
   ) {}
 
   /** The writable layer over an image sandbox's system: what its runs changed outside the workspace. */
@@ -288,6 +292,12 @@ export class Sandbox {
     const root = await mkdtemp(join(base, `${SANDBOX_PREFIX}${process.pid}-`));
     const workspace = join(root, "workspace");
     let image = options.image;
+    // An image of the cache is leased while the sandbox lives, so its bound never removes it.
+    const imageDir = image ? dirname(image.rootfs) : undefined;
+    const release =
+      imageDir && existsSync(join(imageDir, "image.json"))
+        ? await takeLease(join(imageDir, LEASES))
+        : undefined;
     try {
       if (options.environmentArchive) {
         await mkdir(workspace);
@@ -316,9 +326,17 @@ export class Sandbox {
       }
     } catch (err) {
       await rm(root, { recursive: true, force: true });
+      await release?.();
       throw err;
     }
-    return new Sandbox(`${process.pid}-${randomBytes(6).toString("hex")}`, root, workspace, workdir, image);
+    return new Sandbox(
+      `${process.pid}-${randomBytes(6).toString("hex")}`,
+      root,
+      workspace,
+      workdir,
+      image,
+      release,
+    );
   }
 
   /** A private folder under the sandbox's root (tests, logs), created fresh. */
@@ -453,6 +471,7 @@ export class Sandbox {
   /** Deletes the sandbox's folders. Runs have already killed their processes. */
   async dispose(): Promise<void> {
     await rm(this.root, { recursive: true, force: true, maxRetries: 3 });
+    await this.release();
   }
 
   /**

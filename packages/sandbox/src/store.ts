@@ -110,3 +110,12 @@ export async function sweepStore(storeDir: string, entries?: string[]): Promise<
   }
   return freed;
 }
+
+/** The bytes the store's copies take: every file that unpacked images hold, counted once. */
+export async function storeBytes(storeDir: string): Promise<number> {
+  let total = 0;
+  for (const fan of await readdir(storeDir).catch(() => [] as string[]))
+    for (const name of await readdir(join(storeDir, fan)).catch(() => [] as string[]))
+      total += (await lstat(join(storeDir, fan, name)).catch(() => null))?.size ?? 0;
+  return total;
+}

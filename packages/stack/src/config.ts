@@ -122,6 +122,13 @@ export const StackEnv = z.object({
     .max(1_000_000)
     .default(512)
     .describe("Cap on new tokens per model call"),
+  BRIDLE_IMAGE_CACHE_GB: z.coerce
+    .number()
+    .positive()
+    .default(40)
+    .describe(
+      "GiB that task images unpacked in <BRIDLE_HOME>/containers may take together (read by the tasks service, runners and verifiers); past it, the images used longest ago go, never one a sandbox runs on",
+    ),
   BRIDLE_TASK_ENV_ALLOW: EnvNames.describe(
     "Variables of your environment that the $VAR references of tasks' task.toml [verifier] env may read, comma-separated; none by default",
   ),

@@ -43,6 +43,21 @@ describe("planDockerfile", () => {
       /^FROM localhost\/bridle\/python:3\.11\n/,
     );
     expect(planDockerfile(`FROM ${BASE_IMAGE}\n`).substitutions).toEqual([]);
+    // Go by the line a tag asks for, from bookworm-backports where Debian 12's own (1.19) is older.
+    const goTags: [string, string][] = [
+      ["golang:1.22-bookworm", "1.22"],
+      ["golang:1.20", "1.21"],
+      ["golang:1.18-alpine", "1.19"],
+      ["golang", "1.23"],
+      ["golang:1.25", "1.23"],
+    ];
+    for (const [tag, line] of goTags)
+      expect(planDockerfile(`FROM ${tag}\n`).dockerfile, tag).toMatch(
+        new RegExp(`^FROM localhost/bridle/golang:${line}\n`),
+      );
+    expect(planDockerfile("FROM golang:1.21\n").substitutions[0]).toMatch(
+      /-> localhost\/bridle\/golang:1\.21 \(Debian 12 with Go 1\.21\.\d+ from bookworm-backports, at \/usr\/local\/go\)$/,
+    );
     // Node.js by the line a tag asks for: the Node project's build, not Debian 12's Node.js 18.
     const nodeTags: [string, number][] = [
       ["node:20-bookworm-slim", 20],
@@ -491,6 +506,38 @@ describe("EnvironmentImages on podman", () => {
     expect(nodesource.substitutions.find((n) => n.includes("nodesource"))).toMatch(
       /^environment\/Dockerfile: line 2: curl -fsSL https:\/\/deb\.nodesource\.com\/setup_20\.x -o \/tmp\/nodesource_setup\.sh -> Node\.js 20\.\d+\.\d+ and npm 10\.\d+\.\d+, the Node project's build from the npm registry, installed as NodeSource's nodejs package would be/,
     );
+  }, 600_000);
+
+  it("builds golang:1.22 as Docker Hub's: Go 1.22 at /usr/local/go, GOPATH /go, no toolchain download", async () => {
+    const context = join(host, "ctx-go");
+    await mkdir(context);
+    await writeFile(join(context, "go.mod"), "module example.com/hello\n\ngo 1.22\n");
+    await writeFile(
+      join(context, "main.go"),
+      'package main\n\nimport "fmt"\n\nfunc main() { fmt.Println("hello") }\n',
+    );
+    const image = await images.build(
+      "FROM golang:1.22-bookworm\nWORKDIR /src\nCOPY . .\nRUN go build -o /usr/local/bin/hello . && go version > /go-version && go env GOPATH GOTOOLCHAIN > /go-env\n",
+      context,
+      "environment/Dockerfile",
+    );
+    expect(await readFile(join(image.rootfs, "go-version"), "utf8")).toMatch(
+      /^go version go1\.22\.\d+ linux\//,
+    );
+    expect(await readFile(join(image.rootfs, "go-env"), "utf8")).toBe("/go\nlocal\n");
+    expect(image.env.PATH?.split(":").slice(0, 2)).toEqual(["/go/bin", "/usr/local/go/bin"]);
+    const box = await Sandbox.create({
+      baseDir: host,
+      image,
+      workdir: "/src",
+      environmentDir: join(image.rootfs, "src"),
+    });
+    try {
+      const r = await box.run(["bash", "-c", "hello && go vet ./... && echo vetted"], { timeoutMs: 60_000 });
+      expect(r, r.stderr).toMatchObject({ exitCode: 0, stdout: "hello\nvetted\n" });
+    } finally {
+      await box.dispose();
+    }
   }, 600_000);
 
   it("fails a RUN whose download fails inside a pipe, naming the Dockerfile line", async () => {

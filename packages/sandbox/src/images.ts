@@ -67,8 +67,12 @@ interface Flavour {
   image: string;
   /** Debian packages added to the base. */
   packages: string[];
+  /** Where apt finds them besides bookworm itself: bookworm-backports. */
+  backports?: boolean;
   /** A shell command run after they are installed, to match the image it stands in for. */
   finish?: string;
+  /** The ENV the image it stands in for sets. */
+  env?: Record<string, string>;
   /** The WORKDIR the image it stands in for sets (a task's `COPY x ./` lands there). */
   workdir?: string;
   /** What the user gets, for the substitution note. */
@@ -87,6 +91,53 @@ const NODE_RELEASES: Record<number, { node: string; npm: string }> = {
   24: { node: "24.22.3", npm: "11.21.3" },
   26: { node: "26.12.1", npm: "11.21.3" },
 };
+
+/** The Go releases Debian 12 has (1.19 in bookworm, the rest in bookworm-backports), by line. */
+const GO_RELEASES: Record<string, string> = {
+  "1.19": "1.19.8",
+  "1.21": "1.21.13",
+  "1.22": "1.22.12",
+  "1.23": "1.23.5",
+};
+
+/**
+ * The Go line a `golang` image tag asks for (`1.22`, `1.22.5-bookworm`; none, `latest` or a variant
+ * alone for the newest) as the line that stands in for it: the same, else the nearest newer one,
+ * else the newest at hand (a newer Go's `go.mod` then fails naming the Go it needs).
+ */
+export function goLine(tag: string): string {
+  const lines = Object.keys(GO_RELEASES);
+  const minor = (line: string) => Number(line.split(".")[1]);
+  const asked = /^1\.(\d+)/.exec(tag);
+  const newest = lines.at(-1)!;
+  if (!asked) return newest;
+  return lines.find((line) => minor(line) >= Number(asked[1])) ?? newest;
+}
+
+/**
+ * One base per Go line, as Docker Hub's `golang` images have it: go at /usr/local/go, GOPATH /go on
+ * PATH. Go stays with the toolchain it has (GOTOOLCHAIN=local): builds cannot fetch another.
+ */
+function goFlavours(): Flavour[] {
+  return Object.entries(GO_RELEASES).map(([line, version]) => ({
+    names: ["golang"],
+    tags: (tag) => goLine(tag) === line,
+    image: `localhost/bridle/golang:${line}`,
+    packages: [`golang-${line}-go`],
+    backports: line !== "1.19",
+    finish: [
+      `ln -s /usr/lib/go-${line} /usr/local/go`,
+      `if [ -f /usr/local/go/go.env ]; then sed -i "s/^GOTOOLCHAIN=.*/GOTOOLCHAIN=local/" /usr/local/go/go.env; fi`,
+      "mkdir -p /go/bin /go/src",
+      "chmod -R 777 /go",
+    ].join(" && "),
+    env: {
+      GOPATH: "/go",
+      PATH: "/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    },
+    says: `Debian 12 with Go ${version}${line === "1.19" ? "" : " from bookworm-backports"}, at /usr/local/go`,
+  }));
+}
 
 /** Node's release lines by their LTS code names, as image tags name them (`node:iron-slim`). */
 const NODE_CODENAMES: Record<string, number> = { hydrogen: 18, iron: 20, jod: 22, krypton: 24 };
@@ -186,12 +237,7 @@ const FLAVOURS: Flavour[] = [
     packages: ["build-essential"],
     says: "Debian 12 with gcc 12, make and libc headers",
   },
-  {
-    names: ["golang"],
-    image: "localhost/bridle/golang:12",
-    packages: ["golang-go"],
-    says: "Debian 12 with its Go 1.19",
-  },
+  ...goFlavours(),
   ...nodeFlavours(),
   {
     names: ["rust"],
@@ -625,6 +671,8 @@ export class EnvironmentImages {
           RECIPE,
           isBase ? BASE_PACKAGES : flavour.packages,
           flavour.finish ?? "",
+          flavour.backports ?? false,
+          flavour.env ?? {},
           ...(flavour.workdir ? [flavour.workdir] : []),
           under,
         ]),
@@ -681,7 +729,20 @@ export class EnvironmentImages {
       try {
         await writeFile(
           join(dir, "Dockerfile"),
-          `FROM ${BASE_IMAGE}\nLABEL ${RECIPE_LABEL}=${recipe}\nRUN apt-get update && apt-get install -y --no-install-recommends ${flavour.packages.join(" ")} && rm -rf /var/lib/apt/lists/*${flavour.finish ? ` && ${flavour.finish}` : ""}\n${flavour.workdir ? `WORKDIR ${flavour.workdir}\n` : ""}`,
+          [
+            `FROM ${BASE_IMAGE}`,
+            `LABEL ${RECIPE_LABEL}=${recipe}`,
+            `RUN ${flavour.backports ? `echo "deb http://deb.debian.org/debian bookworm-backports main" > /etc/apt/sources.list.d/backports.list && ` : ""}apt-get update && apt-get install -y --no-install-recommends ${flavour.backports ? "-t bookworm-backports " : ""}${flavour.packages.join(" ")} && rm -rf /var/lib/apt/lists/*${flavour.finish ? ` && ${flavour.finish}` : ""}`,
+            ...(flavour.env
+              ? [
+                  `ENV ${Object.entries(flavour.env)
+                    .map(([k, v]) => `${k}=${v}`)
+                    .join(" ")}`,
+                ]
+              : []),
+            ...(flavour.workdir ? [`WORKDIR ${flavour.workdir}`] : []),
+            "",
+          ].join("\n"),
         );
         const built = await this.engineRun(["build", "--pull=never", "-t", flavour.image, dir]);
         if (built.code !== 0)

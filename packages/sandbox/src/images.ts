@@ -145,7 +145,7 @@ const NODE_CODENAMES: Record<string, number> = { hydrogen: 18, iron: 20, jod: 22
 /**
  * The major line a `node` image tag asks for (`20`, `20.11-bookworm-slim`, `lts`, `iron`; none,
  * `latest`, `current` or a variant alone for the newest), as the release that stands in for it:
- * the same major, else the nearest newer one, else the oldest.
+ * the same major, else the nearest newer one (18 for an older one), else the newest.
  */
 export function nodeMajor(tag: string): number {
   const majors = Object.keys(NODE_RELEASES).map(Number);

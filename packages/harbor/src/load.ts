@@ -94,11 +94,14 @@ export function taskIdOf(folderName: string): string {
     .replace(/-+$/, "");
 }
 
+/** The id of the task in folder `dir` (its name as it is, where that makes none: loadTask refuses it). */
+export const folderTaskId = (dir: string) => taskIdOf(basename(dir)) || basename(dir);
+
 /** Loads and checks one task folder; every problem names its file and field. */
 export async function loadTask(dirPath: string): Promise<LoadResult> {
   const dir = resolve(dirPath);
   const folder = basename(dir);
-  const id = taskIdOf(folder) || folder;
+  const id = folderTaskId(dir);
   const problems: string[] = [];
   const idCheck = TaskId.safeParse(id);
   if (!idCheck.success)

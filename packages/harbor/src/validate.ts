@@ -1,11 +1,10 @@
-import { basename } from "node:path";
 import type { ControlResults, TaskVerdict } from "@bridle/contracts";
 import type { EnvironmentImages } from "@bridle/sandbox";
 import { mapBounded } from "@bridle/service-kit";
 import { controlProblems, runControls } from "./controls.ts";
 import { taskImage } from "./image.ts";
 import { labelsFromControls } from "./labels.ts";
-import { findTaskDirs, type HarborTask, loadTask, taskIdOf } from "./load.ts";
+import { findTaskDirs, folderTaskId, type HarborTask, loadTask } from "./load.ts";
 
 export interface ValidateOptions {
   /** Task folders checked at once (each runs two sandboxes in turn). */
@@ -145,7 +144,7 @@ export async function validateFolder(path: string, options: ValidateOptions = {}
   const dirs = await findTaskDirs(path);
   const firstOf = new Map<string, string>();
   return mapBounded(dirs, options.parallel ?? 2, async (dir) => {
-    const id = taskIdOf(basename(dir)) || basename(dir);
+    const id = folderTaskId(dir);
     const first = firstOf.get(id);
     if (first === undefined) firstOf.set(id, dir);
     else {

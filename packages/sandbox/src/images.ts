@@ -165,26 +165,34 @@ export function nodeMajor(tag: string): number {
  * only its own certificate authorities, so npm is pointed at the system's (a TLS proxy's among
  * them), as Debian's npm is.
  */
+/**
+ * Shell steps that install a Node.js release from the npm registry under `prefix` as its packagers
+ * lay it out (node, npm and npx in bin, npm in lib/node_modules, the headers in include), npm
+ * trusting the system's certificate authorities. They download into `$t`, which the caller removes.
+ * Double quotes only: NodeSource's stand-in prints them inside single ones.
+ */
+function nodeInstall({ node, npm }: { node: string; npm: string }, prefix: string): string[] {
+  return [
+    'case "$(uname -m)" in aarch64) arch=arm64 ;; *) arch=x64 ;; esac',
+    't="$(mktemp -d)"',
+    `curl -fsSL "https://registry.npmjs.org/node-linux-$arch/-/node-linux-$arch-${node}.tgz" | tar -xz -C "$t"`,
+    `cp "$t/package/bin/node" ${prefix}/bin/node`,
+    `mkdir -p ${prefix}/include ${prefix}/lib/node_modules/npm`,
+    `cp -r "$t/package/include/node" ${prefix}/include/`,
+    `curl -fsSL "https://registry.npmjs.org/npm/-/npm-${npm}.tgz" | tar -xz --strip-components=1 -C ${prefix}/lib/node_modules/npm`,
+    `ln -sf ../lib/node_modules/npm/bin/npm-cli.js ${prefix}/bin/npm`,
+    `ln -sf ../lib/node_modules/npm/bin/npx-cli.js ${prefix}/bin/npx`,
+    `echo "cafile=/etc/ssl/certs/ca-certificates.crt" >> ${prefix}/lib/node_modules/npm/npmrc`,
+  ];
+}
+
 function nodeFlavours(): Flavour[] {
   return Object.entries(NODE_RELEASES).map(([major, { node, npm }]) => ({
     names: ["node"],
     tags: (tag) => nodeMajor(tag) === Number(major),
     image: `localhost/bridle/node:${major}`,
     packages: [],
-    finish: [
-      'arch="$(uname -m | sed "s/x86_64/x64/; s/aarch64/arm64/")"',
-      't="$(mktemp -d)"',
-      `curl -fsSL "https://registry.npmjs.org/node-linux-$arch/-/node-linux-$arch-${node}.tgz" | tar -xz -C "$t"`,
-      'cp "$t/package/bin/node" /usr/local/bin/node',
-      "mkdir -p /usr/local/include /usr/local/lib/node_modules/npm",
-      'cp -r "$t/package/include/node" /usr/local/include/',
-      `curl -fsSL "https://registry.npmjs.org/npm/-/npm-${npm}.tgz" | tar -xz --strip-components=1 -C /usr/local/lib/node_modules/npm`,
-      "ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm",
-      "ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx",
-      'echo "cafile=/etc/ssl/certs/ca-certificates.crt" >> /usr/local/lib/node_modules/npm/npmrc',
-      'rm -rf "$t"',
-      "node --version",
-    ].join(" && "),
+    finish: [...nodeInstall({ node, npm }, "/usr/local"), 'rm -rf "$t"', "node --version"].join(" && "),
     says: `Debian 12 with Node.js ${node} and npm ${npm}, the Node project's build from the npm registry`,
   }));
 }
@@ -519,8 +527,12 @@ export class EnvironmentImages {
       if (meta.digest !== digest)
         throw new ImageBuildError(`the archive of image ${digest} describes image ${meta.digest ?? "none"}`);
       shared = await this.share(join(fetched, "rootfs"));
-      // Another rollout may have adopted it first: its copy is the same image.
-      await rename(fetched, join(this.options.home, "images", digest)).catch(() => undefined);
+      // Another rollout may have adopted it first: its copy is the same image, and this one goes.
+      const kept = await rename(fetched, join(this.options.home, "images", digest)).then(
+        () => true,
+        () => false,
+      );
+      if (kept) shared = undefined; // nothing of it to sweep
     } finally {
       await this.discard(fetched, shared);
     }
@@ -868,20 +880,10 @@ const NODESOURCE_SETUP =
  * /usr/bin) and recorded as the Debian package `nodejs`, so the `apt-get install nodejs` that
  * follows keeps it. One line, no single quote, as the uv installer's stand-in.
  */
-const localNodeSource = (line: string) => {
-  const { node, npm } = NODE_RELEASES[nodeMajor(line === "current" ? "" : line)]!;
-  return [
+const localNodeSource = ({ node, npm }: { node: string; npm: string }) =>
+  [
     "set -e",
-    'case "$(uname -m)" in aarch64) arch=arm64 ;; *) arch=x64 ;; esac',
-    't="$(mktemp -d)"',
-    `curl -fsSL "https://registry.npmjs.org/node-linux-$arch/-/node-linux-$arch-${node}.tgz" | tar -xz -C "$t"`,
-    'cp "$t/package/bin/node" /usr/bin/node',
-    "mkdir -p /usr/include /usr/lib/node_modules/npm",
-    'cp -r "$t/package/include/node" /usr/include/',
-    `curl -fsSL "https://registry.npmjs.org/npm/-/npm-${npm}.tgz" | tar -xz --strip-components=1 -C /usr/lib/node_modules/npm`,
-    "ln -sf ../lib/node_modules/npm/bin/npm-cli.js /usr/bin/npm",
-    "ln -sf ../lib/node_modules/npm/bin/npx-cli.js /usr/bin/npx",
-    'echo "cafile=/etc/ssl/certs/ca-certificates.crt" >> /usr/lib/node_modules/npm/npmrc',
+    ...nodeInstall({ node, npm }, "/usr"),
     'mkdir -p "$t/deb/DEBIAN"',
     `printf "Package: nodejs\\nVersion: ${node}-1bridle\\nArchitecture: all\\nMaintainer: Bridle\\nDescription: Node.js ${node}, the Node project build\\n" > "$t/deb/DEBIAN/control"`,
     'dpkg-deb --build "$t/deb" "$t/nodejs.deb" >/dev/null',
@@ -889,7 +891,6 @@ const localNodeSource = (line: string) => {
     'rm -rf "$t"',
     `echo "Node.js ${node} and npm ${npm} installed from the npm registry"`,
   ].join("; ");
-};
 
 /** Adding deadsnakes' PPA, which Ubuntu images use for a Python their release lacks. */
 const DEADSNAKES =
@@ -925,10 +926,11 @@ const RUN_STAND_INS: RunStandIn[] = [
   {
     pattern: NODESOURCE_SETUP,
     standIn: (download, line = "") => {
-      const { node, npm } = NODE_RELEASES[nodeMajor(line === "current" ? "" : line)]!;
+      // `current` is no line of Node's: the newest, as nodeMajor gives any word it does not know.
+      const { node, npm } = NODE_RELEASES[nodeMajor(line)]!;
       // Saved to a file (`-o setup.sh`, then `bash setup.sh`), or piped into a shell.
       const saved = download.match(/\s(?:-o|--output|-O)\s+([^\s-]\S*)/)?.[1];
-      const script = `printf '%s\\n' '${localNodeSource(line)}'`;
+      const script = `printf '%s\\n' '${localNodeSource({ node, npm })}'`;
       return {
         text: saved ? `${script} > ${saved} ` : `${script} `,
         says: `${download.trim().slice(0, 80)} -> Node.js ${node} and npm ${npm}, the Node project's build from the npm registry, installed as NodeSource's nodejs package would be (deb.nodesource.com is not reachable from builds)`,

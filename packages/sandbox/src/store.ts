@@ -93,15 +93,8 @@ async function shareOne(path: string, storeDir: string, shared: Shared): Promise
  * among `entries`, or the whole store when none are named. Returns the bytes freed.
  */
 export async function sweepStore(storeDir: string, entries?: string[]): Promise<number> {
-  let candidates = entries;
-  if (!candidates) {
-    candidates = [];
-    for (const fan of await readdir(storeDir).catch(() => [] as string[]))
-      for (const name of await readdir(join(storeDir, fan)).catch(() => [] as string[]))
-        candidates.push(join(storeDir, fan, name));
-  }
   let freed = 0;
-  for (const entry of candidates) {
+  for (const entry of entries ?? (await storeEntries(storeDir))) {
     const meta = await lstat(entry).catch(() => null);
     if (meta?.nlink === 1) {
       await unlink(entry).catch(() => undefined);
@@ -114,8 +107,16 @@ export async function sweepStore(storeDir: string, entries?: string[]): Promise<
 /** The bytes the store's copies take: every file that unpacked images hold, counted once. */
 export async function storeBytes(storeDir: string): Promise<number> {
   let total = 0;
+  for (const entry of await storeEntries(storeDir))
+    total += (await lstat(entry).catch(() => null))?.size ?? 0;
+  return total;
+}
+
+/** Every copy in the store, by path (the store fans out by the digest's first two characters). */
+async function storeEntries(storeDir: string): Promise<string[]> {
+  const entries: string[] = [];
   for (const fan of await readdir(storeDir).catch(() => [] as string[]))
     for (const name of await readdir(join(storeDir, fan)).catch(() => [] as string[]))
-      total += (await lstat(join(storeDir, fan, name)).catch(() => null))?.size ?? 0;
-  return total;
+      entries.push(join(storeDir, fan, name));
+  return entries;
 }

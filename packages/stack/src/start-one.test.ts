@@ -21,11 +21,18 @@ describe("a component started on its own", () => {
       stdio: ["ignore", "pipe", "inherit"],
     });
     try {
-      const group = await eventually(() => {
-        const found = spawnSync("pgrep", ["-P", String(owner.pid), "-x", "bash"], { encoding: "utf8" });
-        const pid = Number.parseInt(found.stdout, 10);
-        return pid > 0 && groupAlive(pid) ? pid : undefined;
-      }, "the component to start");
+      // Killed the moment its first child exists: before or after it started the component's
+      // watcher, nothing of the component may be left.
+      const group = await eventually(
+        () => {
+          const found = spawnSync("pgrep", ["-o", "-P", String(owner.pid)], { encoding: "utf8" });
+          const pid = Number.parseInt(found.stdout, 10);
+          return pid > 0 ? pid : undefined;
+        },
+        "the component to start",
+        15_000,
+        5,
+      );
       owner.kill("SIGKILL");
       await eventually(() => (groupAlive(group) ? undefined : true), "the component's group to be killed");
       expect(groupAlive(group)).toBe(false);

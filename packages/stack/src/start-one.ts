@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
 import { join } from "node:path";
+import type { Writable } from "node:stream";
 import { type Component, lowerPriority } from "./components.ts";
 import { signalGroup } from "./processes.ts";
 
@@ -25,6 +26,13 @@ function watchOwner(group: number): void {
 }
 
 /**
+ * The component waits at this gate (a shell reading fd 3) until its watcher runs, then becomes the
+ * command itself. An owner that dies between the two spawns closes the pipe, and the gate exits
+ * instead of starting a component nobody would end.
+ */
+const GATE = 'read -r go <&3 && [ "$go" = go ] && exec 3<&- && exec "$@"; exit 70';
+
+/**
  * Starts a component (command, args, env from `components.ts`) and waits until it is ready: its
  * health URL answers, or (a component without one, such as a worker) `ready` says so.
  */
@@ -47,13 +55,16 @@ export async function startComponent(
   if (!isReady) throw new Error(`${component.name}: no HTTP health check; say how to tell it is ready`);
   const log = join(logDir, `${component.name}.log`);
   const fd = openSync(log, "a");
-  const child: ChildProcess = spawn(component.command, component.args, {
+  const child: ChildProcess = spawn("sh", ["-c", GATE, "sh", component.command, ...component.args], {
     env: { ...process.env, ...component.env },
-    stdio: ["ignore", fd, fd],
+    stdio: ["ignore", fd, fd, "pipe"],
     detached: true,
   });
   closeSync(fd);
   if (child.pid !== undefined) watchOwner(child.pid);
+  const gate = child.stdio[3] as Writable;
+  gate.on("error", () => {}); // a component that died at the gate: its exit code says so below
+  gate.end("go\n");
   if (child.pid !== undefined && component.nice !== undefined) lowerPriority(child.pid, component.nice);
   const deadline = Date.now() + timeoutMs;
   for (;;) {

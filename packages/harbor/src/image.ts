@@ -176,7 +176,7 @@ export function withDebianPackages(
   ];
   return {
     dockerfile: `${content.replace(/\n*$/, "")}\n\n${lines.join("\n")}\n`,
-    note: `the Debian packages its scripts install with apt (${packages.join(" ")}): those the image lacks downloaded from Debian's archive while it builds, with apt's lists, so apt installs them offline in the sandbox`,
+    note: `the system packages its scripts install with apt (${packages.join(" ")}): those the image lacks downloaded from the system's archive while it builds, with apt's lists, so apt installs them offline in the sandbox`,
   };
 }
 

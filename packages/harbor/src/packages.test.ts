@@ -165,13 +165,13 @@ describe("a task whose scripts install packages, on podman", () => {
     expect(verdict.notes).toEqual(
       expect.arrayContaining([
         expect.stringMatching(
-          /-> localhost\/bridle\/t-bench-ubuntu:12 \(Debian 12 with tmux and asciinema, in \/app\)/,
+          /-> localhost\/bridle\/t-bench-ubuntu:24\.04 \(Ubuntu 24\.04 with tmux and asciinema, in \/app\)/,
         ),
         expect.stringMatching(
           /^the Python packages its scripts install \(pytest==8\.4\.1 tomli==2\.2\.1 tomli==2\.2\.1 \(for Python 3\.13\) bridle-no-such-package==0\.0\.1 tomli-w\) and uv==[0-9.]+: fetched from PyPI while the image builds/,
         ),
         expect.stringMatching(
-          /^the Debian packages its scripts install with apt \(jq bridle-no-such-deb\): those the image lacks downloaded/,
+          /^the system packages its scripts install with apt \(jq bridle-no-such-deb\): those the image lacks downloaded from the system's archive/,
         ),
         expect.stringMatching(
           /^not fetched, so its install fails offline in the sandbox: apt-get install bridle-no-such-deb: E: Unable to locate package/,

@@ -38,11 +38,14 @@ describe("public Harbor and Terminal-Bench 1 tasks, unchanged", () => {
       // Every public base was stood in for by a local one, and the verdict says which.
       expect(v.notes.some((n) => / FROM .+ -> localhost\/bridle\//.test(n))).toBe(true);
     }
-    // Aider-polyglot's Python tasks add deadsnakes' PPA on Ubuntu 22.04 for python3.11, and
-    // upgrade pip system-wide, as an image from before PEP 668 allows.
+    // Aider-polyglot's Python tasks add deadsnakes' PPA on Ubuntu 22.04 for python3.11, which
+    // Ubuntu 22.04's own archive has, and upgrade pip system-wide, as Ubuntu 22.04 (before PEP 668)
+    // allows: the image is Ubuntu 22.04 itself.
     expect(verdicts.at(-1)?.notes).toEqual(
       expect.arrayContaining([
-        expect.stringMatching(/buildpack-deps:jammy predates PEP 668/),
+        expect.stringMatching(
+          /FROM buildpack-deps:jammy -> localhost\/bridle\/buildpack-deps:jammy \(Ubuntu 22\.04 /,
+        ),
         expect.stringMatching(/add-apt-repository ppa:deadsnakes\/ppa -> left out/),
       ]),
     );

@@ -29,18 +29,49 @@ describe("planDockerfile", () => {
     expect(planDockerfile("FROM docker.io/library/gcc:13\n").substitutions[0]).toMatch(
       /localhost\/bridle\/gcc:12/,
     );
-    expect(planDockerfile("FROM ubuntu:24.04\n").substitutions[0]).toMatch(/-> localhost\/bridle\/debian:12/);
-    // Docker Hub's full python image has gcc and Python's headers (buildpack-deps); slim has neither.
-    for (const full of ["python:3.12", "python", "docker.io/library/python:3.13-bookworm", "pypy:3.10"])
-      expect(planDockerfile(`FROM ${full}\n`).substitutions[0]).toMatch(
-        /-> localhost\/bridle\/python-full:3\.11 \(.*headers, gcc and make/,
+    // Releases whose archives builds reach are themselves: Ubuntu 22.04, 24.04, 26.04, Debian 13.
+    const releases: [string, string, string][] = [
+      ["ubuntu:24.04", "ubuntu:24.04", "Ubuntu 24.04"],
+      ["ubuntu:noble-20250910", "ubuntu:24.04", "Ubuntu 24.04"],
+      ["docker.io/library/ubuntu:jammy", "ubuntu:22.04", "Ubuntu 22.04"],
+      ["ubuntu", "ubuntu:26.04", "Ubuntu 26.04"],
+      ["debian:trixie-slim", "debian:13", "Debian 13"],
+      ["debian:bookworm", "debian:12", "Debian 12"],
+      ["ubuntu:20.04", "debian:12", "Debian 12"],
+      ["buildpack-deps:noble-scm", "buildpack-deps:noble", "Ubuntu 24.04 with gcc"],
+    ];
+    for (const [from, local, says] of releases)
+      expect(planDockerfile(`FROM ${from}\n`).substitutions[0] ?? "", from).toContain(
+        `-> localhost/bridle/${local} (${says}`,
       );
-    for (const slim of ["python:3.12-slim", "python:3.11-alpine", "python:3.13-slim-bookworm"])
-      expect(planDockerfile(`FROM ${slim}\n`).dockerfile).toMatch(/^FROM localhost\/bridle\/python:3\.11\n/);
+    // Python at the version asked where a release has it as its python3 (3.10, 3.11, 3.12, 3.13,
+    // 3.14); Debian 12's 3.11 for the others. Docker Hub's full python image has gcc and Python's
+    // headers (buildpack-deps); slim has neither.
+    for (const [full, version] of [
+      ["python:3.12", "3.12"],
+      ["python", "3.11"],
+      ["docker.io/library/python:3.13-bookworm", "3.13"],
+      ["pypy:3.10", "3.10"],
+      ["python:3.9", "3.11"],
+    ])
+      expect(planDockerfile(`FROM ${full}\n`).substitutions[0], full).toMatch(
+        new RegExp(
+          `-> localhost/bridle/python-full:${version} \\(.*python3 ${version} and its headers, gcc and make`,
+        ),
+      );
+    for (const [slim, version] of [
+      ["python:3.12-slim", "3.12"],
+      ["python:3.11-alpine", "3.11"],
+      ["python:3.13-slim-bookworm", "3.13"],
+      ["python:3.14-slim", "3.14"],
+    ])
+      expect(planDockerfile(`FROM ${slim}\n`).dockerfile, slim).toMatch(
+        new RegExp(`^FROM localhost/bridle/python:${version}\n`),
+      );
     // Docker Hub's official images from a mirror, pinned by digest, and Terminal-Bench's own bases.
     const mirrored = "public.ecr.aws/docker/library/python:3.13-slim-bookworm@sha256:01f42367a0a9";
     expect(planDockerfile(`FROM ${mirrored}\n`).dockerfile).toMatch(
-      /^FROM localhost\/bridle\/python:3\.11\n/,
+      /^FROM localhost\/bridle\/python:3\.13\n/,
     );
     expect(planDockerfile(`FROM ${BASE_IMAGE}\n`).substitutions).toEqual([]);
     // Go by the line a tag asks for, from bookworm-backports where Debian 12's own (1.19) is older.
@@ -78,11 +109,16 @@ describe("planDockerfile", () => {
     );
     // Terminal-Bench's bases work in /app (their tasks `COPY file ./`), with tmux.
     expect(planDockerfile("FROM ghcr.io/laude-institute/t-bench/python-3-13:20250620\n").dockerfile).toMatch(
-      /^FROM localhost\/bridle\/t-bench-python:3\.11\n/,
+      /^FROM localhost\/bridle\/t-bench-python:3\.13\n/,
     );
     expect(
       planDockerfile("FROM ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624\n").substitutions[0],
-    ).toMatch(/-> localhost\/bridle\/t-bench-ubuntu:12 \(Debian 12 with tmux and asciinema, in \/app\)/);
+    ).toMatch(
+      /-> localhost\/bridle\/t-bench-ubuntu:24\.04 \(Ubuntu 24\.04 with tmux and asciinema, in \/app\)/,
+    );
+    expect(planDockerfile("FROM ghcr.io/laude-institute/t-bench/ubuntu-20-04\n").substitutions[0]).toMatch(
+      /-> localhost\/bridle\/t-bench-ubuntu:12 \(Debian 12 with tmux/,
+    );
   });
 
   it("replaces only the download of uv's installer, in shell-form RUN steps", () => {
@@ -180,7 +216,7 @@ describe("planDockerfile", () => {
       'Error: building at STEP "RUN apt-get install ...": while running runtime: exit status 1',
     ].join("\n");
     expect(buildFailure(output, plan, "Dockerfile").message).toBe(
-      "Dockerfile: line 2: RUN apt-get install -y software-properties-common && add-apt-repository ppa:git-core/ppa && apt-get update: failed: ppa:git-core/ppa is on Launchpad, which builds cannot reach (they reach Debian's packages and PyPI)",
+      "Dockerfile: line 2: RUN apt-get install -y software-properties-common && add-apt-repository ppa:git-core/ppa && apt-get update: failed: ppa:git-core/ppa is on Launchpad, which builds cannot reach (they reach Debian's and Ubuntu's archives and PyPI)",
     );
     // The same step failing for another reason says what it printed.
     expect(
@@ -189,7 +225,7 @@ describe("planDockerfile", () => {
     ).toMatch(/failed: .*Unable to locate package x/);
   });
 
-  it("stands Debian's rustc and cargo in for rustup's installer, where rustup puts them", () => {
+  it("stands the system's rustc and cargo in for rustup's installer, where rustup puts them", () => {
     // Aider-polyglot's Rust tasks (Terminal-Bench datasets) install Rust with rustup.
     const plan = planDockerfile(
       "FROM buildpack-deps:jammy\nRUN curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y\nENV PATH=\"/root/.cargo/bin:$PATH\"\n",
@@ -200,7 +236,7 @@ describe("planDockerfile", () => {
       /^RUN printf '%s\\n' 'set -e; apt-get update -qq; .*rustc cargo.*; d="\$\{CARGO_HOME:-\$HOME\/\.cargo\}"; .*' \| sh -s -- -y$/,
     );
     expect(plan.substitutions.at(-1)).toBe(
-      "Dockerfile: line 2: curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs -> Debian 12's rustc and cargo 1.63, linked where rustup puts them (sh.rustup.rs is not reachable from builds; rustup's stable is newer)",
+      "Dockerfile: line 2: curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs -> Ubuntu 22.04's rustc and cargo, linked where rustup puts them (sh.rustup.rs is not reachable from builds; rustup's stable is newer)",
     );
   });
 
@@ -214,11 +250,11 @@ describe("planDockerfile", () => {
       "ERROR: No matching distribution found for torch==2.7.0",
     ].join("\n");
     expect(buildFailure(output, plan, "Dockerfile").message).toBe(
-      "Dockerfile: line 2: RUN pip install torch==2.7.0 --index-url https://download.pytorch.org/whl/cpu: failed: https://download.pytorch.org/whl/cpu is not reachable from builds (they reach Debian's packages and PyPI), so pip found no version there",
+      "Dockerfile: line 2: RUN pip install torch==2.7.0 --index-url https://download.pytorch.org/whl/cpu: failed: https://download.pytorch.org/whl/cpu is not reachable from builds (they reach Debian's and Ubuntu's archives and PyPI), so pip found no version there",
     );
   });
 
-  it("leaves deadsnakes' PPA out (Debian 12 has Python 3.11), and names a Python only the PPA has", () => {
+  it("leaves deadsnakes' PPA out (Ubuntu 22.04's archive has Python 3.11), and names a Python only the PPA has", () => {
     // Aider-polyglot's Python tasks (Terminal-Bench datasets) add it on Ubuntu 22.04 for python3.11.
     const step = (python: string) =>
       `RUN apt-get update && apt-get install -y software-properties-common && add-apt-repository ppa:deadsnakes/ppa && apt-get update && apt-get install -y ${python} ${python}-venv`;
@@ -227,9 +263,8 @@ describe("planDockerfile", () => {
       "software-properties-common && true && apt-get update && apt-get install -y python3.11 python3.11-venv\n",
     );
     expect(plan.substitutions).toEqual([
-      expect.stringMatching(/^Dockerfile: line 1: FROM buildpack-deps:jammy -> localhost\/bridle\/gcc:12/),
-      "Dockerfile: line 1: buildpack-deps:jammy predates PEP 668: pip installs into the system's Python there, and here too",
-      "Dockerfile: line 2: add-apt-repository ppa:deadsnakes/ppa -> left out: Launchpad is not reachable from builds, and Debian 12's own archive has Python 3.11's packages (python3.11, -venv, -dev)",
+      "Dockerfile: line 1: FROM buildpack-deps:jammy -> localhost/bridle/buildpack-deps:jammy (Ubuntu 22.04 with gcc, make and libc headers)",
+      "Dockerfile: line 2: add-apt-repository ppa:deadsnakes/ppa -> left out: Launchpad is not reachable from builds; the packages it is added for come from Ubuntu 22.04's own archive (python3.10 is there, and python3.11)",
     ]);
     const other = planDockerfile(`FROM ubuntu:22.04\n${step("python3.9")}\n`, "Dockerfile");
     const built = other.lines.find((l) => l.line === 2)?.built ?? "";
@@ -239,11 +274,13 @@ describe("planDockerfile", () => {
       "E: Couldn't find any package",
     ].join("\n");
     expect(buildFailure(output, other, "Dockerfile").message).toMatch(
-      /line 2: .*: failed: python3\.9 comes from ppa:deadsnakes\/ppa, on Launchpad, which builds cannot reach; Debian 12's archive, which stands in for it, has Python 3\.11 alone$/,
+      /line 2: .*: failed: python3\.9 comes from ppa:deadsnakes\/ppa, on Launchpad, which builds cannot reach; the archive of the base standing in for the image does not have it$/,
     );
     // Only images from before PEP 668 let pip install into the system: not Ubuntu 24.04 or Debian 12.
+    // Ubuntu 22.04 is itself here, so it needs no help.
     for (const [from, before] of [
       ["ubuntu:20.04", true],
+      ["ubuntu:22.04", false],
       ["debian:bullseye-slim", true],
       ["debian:11", true],
       ["ubuntu:24.04", false],
@@ -506,6 +543,26 @@ describe("EnvironmentImages on podman", () => {
     expect(nodesource.substitutions.find((n) => n.includes("nodesource"))).toMatch(
       /^environment\/Dockerfile: line 2: curl -fsSL https:\/\/deb\.nodesource\.com\/setup_20\.x -o \/tmp\/nodesource_setup\.sh -> Node\.js 20\.\d+\.\d+ and npm 10\.\d+\.\d+, the Node project's build from the npm registry, installed as NodeSource's nodejs package would be/,
     );
+  }, 600_000);
+
+  it("builds ubuntu:24.04 as itself, from Ubuntu's archive: its release, its python3 3.12, apt reaching its archive", async () => {
+    const context = join(host, "ctx-ubuntu");
+    await mkdir(context);
+    const image = await images.build(
+      "FROM ubuntu:24.04\nRUN apt-get update && apt-get install -y --no-install-recommends hello && hello > /hello\n",
+      context,
+      "environment/Dockerfile",
+    );
+    expect(image.substitutions[0]).toBe(
+      "environment/Dockerfile: line 1: FROM ubuntu:24.04 -> localhost/bridle/ubuntu:24.04 (Ubuntu 24.04)",
+    );
+    const release = await readFile(join(image.rootfs, "usr", "lib", "os-release"), "utf8");
+    expect(release).toMatch(/^VERSION_ID="24\.04"$/m);
+    expect(release).toMatch(/^ID=ubuntu$/m);
+    expect(await readFile(join(image.rootfs, "hello"), "utf8")).toBe("Hello, world!\n");
+    expect(existsSync(join(image.rootfs, "usr", "bin", "python3.12"))).toBe(true);
+    // As on Ubuntu 24.04, pip refuses the system's Python (PEP 668).
+    expect(existsSync(join(image.rootfs, "usr", "lib", "python3.12", "EXTERNALLY-MANAGED"))).toBe(true);
   }, 600_000);
 
   it("builds golang:1.22 as Docker Hub's: Go 1.22 at /usr/local/go, GOPATH /go, no toolchain download", async () => {

@@ -5,6 +5,7 @@ import { mkdir, readdir, readFile, readlink, rename, rm, stat, writeFile } from 
 import { join, relative } from "node:path";
 import { PassThrough, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
+import { fileURLToPath } from "node:url";
 import { LEASES, leased } from "./lease.ts";
 import type { SandboxImage } from "./sandbox.ts";
 import { type Shared, shareFiles, storeBytes, sweepStore } from "./store.ts";
@@ -12,8 +13,8 @@ import { type Shared, shareFiles, storeBytes, sweepStore } from "./store.ts";
 /**
  * Task environments from Dockerfiles, built on a real OCI engine (podman, or docker where a user
  * has it) and unpacked once per environment digest for the sandbox to run on (see SandboxImage).
- * No image registry is reachable, so every `FROM` resolves to a base image built here from
- * Debian's packages; each substitution is said. `RUN` steps run under `bash -o pipefail`, so a
+ * No image registry is reachable, so every `FROM` resolves to a base image built here from a
+ * release's own archive (Debian's or Ubuntu's); each substitution is said. `RUN` steps run under `bash -o pipefail`, so a
  * failed download inside a pipe fails the build, which names the Dockerfile line.
  */
 
@@ -35,8 +36,161 @@ async function hostCertificates(): Promise<string> {
   return names.map((n, i) => `${n}\n${texts[i]}`).join("\n");
 }
 
-/** Local base images, built from Debian's packages (mmdebstrap) and named like this. */
+/** Debian 12's local base image, built from its packages (mmdebstrap); the default system. */
 export const BASE_IMAGE = "localhost/bridle/debian:12";
+
+/** Ubuntu's archive key (see keys/README.md): Debian 12 does not package it. */
+const UBUNTU_KEYRING = fileURLToPath(new URL("../keys/ubuntu-archive-2018.gpg", import.meta.url));
+
+/**
+ * A release whose own archive builds reach, from which a local base is built (mmdebstrap): an
+ * image made for Ubuntu 24.04 gets Ubuntu 24.04's packages, not Debian 12's look-alikes.
+ */
+interface System {
+  /** The base's local image name. */
+  image: string;
+  suite: string;
+  /** What the user gets, for the substitution note. */
+  says: string;
+  /** Its `python3`'s version. */
+  python: string;
+  /** Whether its pip refuses to install into the system (PEP 668). */
+  pep668: boolean;
+  /** Ubuntu's: its archive, and its key. Debian's: mmdebstrap's defaults. */
+  ubuntu?: boolean;
+}
+
+const ubuntu = (version: string, suite: string, python: string, pep668 = true): System => ({
+  image: `localhost/bridle/ubuntu:${version}`,
+  suite,
+  says: `Ubuntu ${version}`,
+  python,
+  pep668,
+  ubuntu: true,
+});
+
+const SYSTEMS = {
+  bookworm: { image: BASE_IMAGE, suite: "bookworm", says: "Debian 12", python: "3.11", pep668: true },
+  trixie: {
+    image: "localhost/bridle/debian:13",
+    suite: "trixie",
+    says: "Debian 13",
+    python: "3.13",
+    pep668: true,
+  },
+  jammy: ubuntu("22.04", "jammy", "3.10", false),
+  noble: ubuntu("24.04", "noble", "3.12"),
+  resolute: ubuntu("26.04", "resolute", "3.14"),
+} satisfies Record<string, System>;
+
+type SystemName = keyof typeof SYSTEMS;
+
+/** mmdebstrap's arguments for a system's base, after the variant and packages: keys, suite, where, sources. */
+function bootstrapArgs(system: System, tar: string): string[] {
+  if (!system.ubuntu) return [system.suite, tar];
+  const archive = "http://archive.ubuntu.com/ubuntu";
+  return [
+    `--keyring=${UBUNTU_KEYRING}`,
+    system.suite,
+    tar,
+    ...["", "-updates", "-security"].map((pocket) => `deb ${archive} ${system.suite}${pocket} main universe`),
+  ];
+}
+
+/**
+ * The system an image published per release names in its tag (`ubuntu:24.04`, `debian:trixie-slim`,
+ * `buildpack-deps:noble-scm`); undefined for Debian 12 and for releases no system here is.
+ */
+function systemOfTag(name: "ubuntu" | "debian" | "buildpack-deps", tag: string): SystemName | undefined {
+  const is = (words: string) => new RegExp(`^(?:${words})(?:$|[-.])`).test(tag);
+  if (name !== "debian") {
+    if (is("22\\.04|jammy")) return "jammy";
+    if (is("24\\.04|noble")) return "noble";
+    if (is("26\\.04|resolute") || (name === "ubuntu" && is("latest|rolling"))) return "resolute";
+  }
+  if (name !== "ubuntu" && (is("13|trixie|latest|stable") || /-trixie$/.test(tag))) return "trixie";
+  return undefined;
+}
+
+/** The system whose own python3 is the version a `python` image's tag names (`3.12-slim`), if one is. */
+function systemOfPython(tag: string): SystemName | undefined {
+  const version = /^(3\.\d+)(?:$|[-.])/.exec(tag)?.[1];
+  const found = (Object.keys(SYSTEMS) as SystemName[]).find((name) => SYSTEMS[name].python === version);
+  // Debian 12 stands in for versions no system here has (3.9, 3.15), and for a bare `3` or `latest`.
+  return found === "bookworm" ? undefined : found;
+}
+
+/**
+ * Images published per release, on that release's own base: the system itself, buildpack-deps,
+ * Python at the version the release has, and Terminal-Bench's bases named after either.
+ */
+function releaseFlavours(): Flavour[] {
+  return (Object.keys(SYSTEMS) as SystemName[])
+    .filter((name) => name !== "bookworm")
+    .flatMap((name): Flavour[] => {
+      const system: System = SYSTEMS[name];
+      const [, version = ""] = system.image.split(":");
+      const pip = system.pep668 ? "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED" : undefined;
+      const python = `its python3 ${system.python}`;
+      return [
+        {
+          names: [system.ubuntu ? "ubuntu" : "debian"],
+          tags: (tag) => systemOfTag(system.ubuntu ? "ubuntu" : "debian", tag) === name,
+          image: system.image,
+          system: name,
+          packages: [],
+          says: system.says,
+        },
+        {
+          names: ["buildpack-deps"],
+          tags: (tag) => systemOfTag("buildpack-deps", tag) === name,
+          image: `localhost/bridle/buildpack-deps:${system.suite}`,
+          system: name,
+          packages: ["build-essential"],
+          says: `${system.says} with gcc, make and libc headers`,
+        },
+        {
+          names: ["python", "pypy"],
+          tags: (tag) => systemOfPython(tag) === name && !/slim|alpine/.test(tag),
+          image: `localhost/bridle/python-full:${system.python}`,
+          system: name,
+          packages: ["python-is-python3", "build-essential", "python3-dev"],
+          ...(pip ? { finish: pip } : {}),
+          says: `${system.says} with ${python} and its headers, gcc and make, pip installing system-wide`,
+        },
+        {
+          names: ["python", "pypy"],
+          tags: (tag) => systemOfPython(tag) === name,
+          image: `localhost/bridle/python:${system.python}`,
+          system: name,
+          packages: ["python-is-python3"],
+          ...(pip ? { finish: pip } : {}),
+          says: `${system.says} with ${python}, pip installing system-wide`,
+        },
+        {
+          names: [`laude-institute/t-bench/python-${system.python.replace(".", "-")}`],
+          image: `localhost/bridle/t-bench-python:${system.python}`,
+          system: name,
+          packages: ["python-is-python3", "tmux", "asciinema"],
+          ...(pip ? { finish: pip } : {}),
+          workdir: "/app",
+          says: `${system.says} with ${python}, pip installing system-wide, tmux and asciinema, in /app`,
+        },
+        ...(system.ubuntu
+          ? [
+              {
+                names: [`laude-institute/t-bench/ubuntu-${version.replace(".", "-")}`],
+                image: `localhost/bridle/t-bench-ubuntu:${version}`,
+                system: name,
+                packages: ["tmux", "asciinema"],
+                workdir: "/app",
+                says: `${system.says} with tmux and asciinema, in /app`,
+              },
+            ]
+          : []),
+      ];
+    });
+}
 
 /**
  * Debian packages of the base: a shell, Python and what test scripts commonly expect. `less` and
@@ -57,15 +211,17 @@ const BASE_PACKAGES = [
   "python3-venv",
 ];
 
-/** A base for images of a toolchain: the base plus Debian's packages of it. */
+/** A base for images of a toolchain: a system's base plus its packages of it. */
 interface Flavour {
   /** `FROM` image names (without registry or tag) that map to it. */
   names: string[];
   /** Only for these tags (the image's variant); without it, any tag. */
   tags?: (tag: string) => boolean;
-  /** Local image name; BASE_IMAGE for the base itself. */
+  /** Local image name; the system's own for its base. */
   image: string;
-  /** Debian packages added to the base. */
+  /** The release it is built on: Debian 12 unless said. */
+  system?: SystemName;
+  /** Packages of the system's archive added to its base. */
   packages: string[];
   /** Where apt finds them besides bookworm itself: bookworm-backports. */
   backports?: boolean;
@@ -197,7 +353,11 @@ function nodeFlavours(): Flavour[] {
   }));
 }
 
+/** The flavour that is a system's base itself. */
+const baseOf = (system: SystemName): Flavour => FLAVOURS.find((f) => f.image === SYSTEMS[system].image)!;
+
 const FLAVOURS: Flavour[] = [
+  ...releaseFlavours(),
   {
     names: ["debian", "ubuntu"],
     image: BASE_IMAGE,
@@ -675,13 +835,21 @@ export class EnvironmentImages {
    * packages, other trusted certificates, a rebuilt base under it); its image id.
    */
   private async ensureBase(flavour: Flavour): Promise<string> {
-    const isBase = flavour.image === BASE_IMAGE;
-    const under = isBase ? "" : await this.base(FLAVOURS[0]!);
+    const system: System = SYSTEMS[flavour.system ?? "bookworm"];
+    const isBase = flavour.image === system.image;
+    const under = isBase ? "" : await this.base(baseOf(flavour.system ?? "bookworm"));
+    // Ubuntu's minbase has no apt of its own (mmdebstrap takes its priorities from the suite).
+    const packages = system.ubuntu ? [...BASE_PACKAGES, "apt", "ubuntu-keyring"] : BASE_PACKAGES;
     const recipe = createHash("sha256")
       .update(
         JSON.stringify([
           RECIPE,
-          isBase ? BASE_PACKAGES : flavour.packages,
+          // Debian 12's as it always was, so its bases already built are kept.
+          isBase
+            ? system.suite === "bookworm"
+              ? packages
+              : [packages, bootstrapArgs(system, "")]
+            : flavour.packages,
           flavour.finish ?? "",
           flavour.backports ?? false,
           flavour.env ?? {},
@@ -702,7 +870,9 @@ export class EnvironmentImages {
     const [id, label] = existing.output.trim().split("\n").pop()?.split(" ") ?? [];
     if (existing.code === 0 && id && label === recipe) return id;
     if (isBase) {
-      this.say(`building the base image ${BASE_IMAGE} from Debian's packages (a few minutes, once)`);
+      this.say(
+        `building the base image ${system.image} from ${system.says}'s packages (a minute or two, once)`,
+      );
       const tar = join(this.options.home, `base-${process.pid}.tar`);
       try {
         // The host's own certificate authorities are trusted in builds, so a RUN reaches Debian and
@@ -711,23 +881,22 @@ export class EnvironmentImages {
           "mmdebstrap",
           [
             "--variant=minbase",
-            `--include=${BASE_PACKAGES.join(",")}`,
+            `--include=${packages.join(",")}`,
             `--customize-hook=if [ -d ${LOCAL_CAS} ]; then cp -r ${LOCAL_CAS}/. "$1${LOCAL_CAS}/" && chroot "$1" update-ca-certificates >/dev/null; fi`,
-            "bookworm",
-            tar,
+            ...bootstrapArgs(system, tar),
           ],
           {},
         );
         if (made.code !== 0)
           throw new ImageBuildError(
-            `cannot build the base image from Debian's packages: ${tail(made.output)}`,
+            `cannot build the base image from ${system.says}'s packages: ${tail(made.output)}`,
           );
         const imported = await this.engineRun([
           "import",
           "--change",
           `LABEL ${RECIPE_LABEL}=${recipe}`,
           tar,
-          BASE_IMAGE,
+          system.image,
         ]);
         if (imported.code !== 0)
           throw new ImageBuildError(`cannot import the base image: ${tail(imported.output)}`);
@@ -742,7 +911,7 @@ export class EnvironmentImages {
         await writeFile(
           join(dir, "Dockerfile"),
           [
-            `FROM ${BASE_IMAGE}`,
+            `FROM ${system.image}`,
             `LABEL ${RECIPE_LABEL}=${recipe}`,
             `RUN ${flavour.backports ? `echo "deb http://deb.debian.org/debian bookworm-backports main" > /etc/apt/sources.list.d/backports.list && ` : ""}apt-get update && apt-get install -y --no-install-recommends ${flavour.backports ? "-t bookworm-backports " : ""}${flavour.packages.join(" ")} && rm -rf /var/lib/apt/lists/*${flavour.finish ? ` && ${flavour.finish}` : ""}`,
             ...(flavour.env
@@ -855,8 +1024,8 @@ const localUvInstaller = (version: string | undefined) =>
 const RUSTUP_INSTALLER = /\b(?:curl|wget)\s[^|;&)]*?https:\/\/sh\.rustup\.rs\b[^|;&)]*/g;
 
 /**
- * What stands in for rustup's installer: Debian 12's rustc and cargo (1.63; rustup's stable is
- * newer), linked where rustup puts its tools (CARGO_HOME, else ~/.cargo) with the `env` file it
+ * What stands in for rustup's installer: the system's own rustc and cargo (Debian 12's 1.63,
+ * Ubuntu 24.04's 1.75; rustup's stable is newer), linked where rustup puts its tools (CARGO_HOME, else ~/.cargo) with the `env` file it
  * leaves there. One line, no single quote, as the uv installer's stand-in.
  */
 const LOCAL_RUSTUP = [
@@ -867,7 +1036,7 @@ const LOCAL_RUSTUP = [
   `mkdir -p "$d/bin"`,
   `ln -sf /usr/bin/rustc /usr/bin/cargo /usr/bin/rustdoc "$d/bin/"`,
   `printf "export PATH=\\"%s/bin:\\$PATH\\"\\n" "$d" > "$d/env"`,
-  `echo "$(rustc --version) and cargo from Debian 12 linked into $d/bin"`,
+  `echo "$(rustc --version) and cargo from the system's archive linked into $d/bin"`,
 ].join("; ");
 
 /** NodeSource's setup script for a Node.js line (`setup_20.x`, `setup_lts.x`), fetched with curl or wget. */
@@ -896,14 +1065,11 @@ const localNodeSource = ({ node, npm }: { node: string; npm: string }) =>
 const DEADSNAKES =
   /\badd-apt-repository\s+(?:(?:-y|--yes)\s+)?ppa:deadsnakes\/ppa(?:\s+(?:-y|--yes))?(?=\s*(?:$|[;&|)]))/g;
 
-/** The Python that Debian 12's own archive has, which stands in for deadsnakes' packages. */
-const DEBIAN_PYTHON = "3.11";
-
 /** A download or command in a shell-form RUN step that builds cannot run here, and its stand-in. */
 interface RunStandIn {
   pattern: RegExp;
   /** The text that takes the match's place, and what the verdict says of it. */
-  standIn(match: string, ...groups: (string | undefined)[]): { text: string; says: string };
+  standIn(system: System, match: string, ...groups: (string | undefined)[]): { text: string; says: string };
 }
 
 /** The stand-ins, each replacing what builds cannot reach with what they can (Debian, PyPI). */
@@ -911,21 +1077,21 @@ const RUN_STAND_INS: RunStandIn[] = [
   // The pipe into `sh`, and any variables given to it, stay as they are: the stand-in is printed.
   {
     pattern: UV_INSTALLER,
-    standIn: (download, version) => ({
+    standIn: (_, download, version) => ({
       text: `printf '%s\\n' '${localUvInstaller(version)}' `,
       says: `${download.trim().slice(0, 80)} -> uv${version ? `==${version}` : ""} from PyPI, installed as its installer would (astral.sh is not reachable from builds)`,
     }),
   },
   {
     pattern: RUSTUP_INSTALLER,
-    standIn: (download) => ({
+    standIn: (system, download) => ({
       text: `printf '%s\\n' '${LOCAL_RUSTUP}' `,
-      says: `${download.trim().slice(0, 80)} -> Debian 12's rustc and cargo 1.63, linked where rustup puts them (sh.rustup.rs is not reachable from builds; rustup's stable is newer)`,
+      says: `${download.trim().slice(0, 80)} -> ${system.says}'s rustc and cargo, linked where rustup puts them (sh.rustup.rs is not reachable from builds; rustup's stable is newer)`,
     }),
   },
   {
     pattern: NODESOURCE_SETUP,
-    standIn: (download, line = "") => {
+    standIn: (_, download, line = "") => {
       // `current` is no line of Node's: the newest, as nodeMajor gives any word it does not know.
       const { node, npm } = NODE_RELEASES[nodeMajor(line)]!;
       // Saved to a file (`-o setup.sh`, then `bash setup.sh`), or piped into a shell.
@@ -937,26 +1103,26 @@ const RUN_STAND_INS: RunStandIn[] = [
       };
     },
   },
-  // Launchpad is out of reach from builds, and the local bases are Debian 12, whose own archive has
-  // the python3.11 packages Ubuntu images add the PPA for (another version's install then fails,
-  // and the verdict says why).
+  // Launchpad is out of reach from builds. What the PPA is added for is installed from the base's
+  // own archive: Ubuntu 22.04's has 3.11 too (another version's install fails, and the verdict says
+  // why).
   {
     pattern: DEADSNAKES,
-    standIn: (adding) => ({
+    standIn: (system, adding) => ({
       text: "true",
-      says: `${adding.trim()} -> left out: Launchpad is not reachable from builds, and Debian 12's own archive has Python ${DEBIAN_PYTHON}'s packages (python${DEBIAN_PYTHON}, -venv, -dev)`,
+      says: `${adding.trim()} -> left out: Launchpad is not reachable from builds; the packages it is added for come from ${system.says}'s own archive (python${system.python} is there${system.suite === "jammy" ? ", and python3.11" : ""})`,
     }),
   },
 ];
 
 /** A RUN step's text with every stand-in in place (exec form is left as it is); `said` hears each. */
-function withStandIns(text: string, said: (substitution: string) => void): string {
+function withStandIns(text: string, system: System, said: (substitution: string) => void): string {
   if (/^RUN\s+\[/i.test(text)) return text;
   return RUN_STAND_INS.reduce(
     (built, { pattern, standIn }) =>
       built.replace(pattern, (match: string, ...rest: unknown[]) => {
         const groups = rest.slice(0, -2) as (string | undefined)[];
-        const { text: replaced, says } = standIn(match, ...groups);
+        const { text: replaced, says } = standIn(system, match, ...groups);
         said(says);
         return replaced;
       }),
@@ -991,6 +1157,9 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
   const substitutions: string[] = [];
   const lines: Plan["lines"] = [];
   const stages = new Set<string>();
+  // The system of the stage being read, and of each stage named so far: its RUN stand-ins use it.
+  let system: System = SYSTEMS.bookworm;
+  const stageSystems = new Map<string, System>();
   let froms = 0;
   const instructions = dockerfileInstructions(source);
   const uv = uvStages(instructions, name);
@@ -1007,7 +1176,7 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
         (_, before: string, image: string) => before + (uv.stageOf(image) ?? image),
       );
     if (keyword.toUpperCase() === "FROM" && froms === 0 && uv.stages.length > 0) {
-      flavours.push(FLAVOURS.find((f) => f.image === BASE_IMAGE)!);
+      flavours.push(baseOf("bookworm"));
       for (const stage of uv.stages) {
         substitutions.push(stage.says);
         out.push(
@@ -1026,7 +1195,9 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
       continue;
     }
     if (keyword.toUpperCase() === "RUN") {
-      const built = withStandIns(text, (said) => substitutions.push(`${name}: line ${line}: ${said}`));
+      const built = withStandIns(text, system, (said) =>
+        substitutions.push(`${name}: line ${line}: ${said}`),
+      );
       out.push(built);
       lines.push({ line, text, built });
       continue;
@@ -1050,6 +1221,7 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
       uv.stages.some((s) => s.name === image)
     ) {
       resolved = image;
+      system = stageSystems.get(image.toLowerCase()) ?? SYSTEMS.bookworm;
     } else {
       const local = FLAVOURS.find((f) => f.image === image);
       const flavour = local ?? flavourOf(image);
@@ -1060,15 +1232,17 @@ export function planDockerfile(source: string, name = "Dockerfile"): Plan {
         );
       flavours.push(flavour);
       resolved = flavour.image;
+      system = SYSTEMS[flavour.system ?? "bookworm"];
       if (!local)
         substitutions.push(`${name}: line ${line}: FROM ${image} -> ${flavour.image} (${flavour.says})`);
     }
     const rest = as?.toUpperCase() === "AS" && stage ? ` AS ${stage}` : "";
+    if (rest) stageSystems.set(stage!.toLowerCase(), system);
     out.push(`FROM ${resolved}${rest}`);
     lines.push({ line, text: original });
     out.push('SHELL ["/bin/bash", "-o", "pipefail", "-c"]');
     lines.push({ line, text: "SHELL" });
-    if (resolved !== image && beforePep668(image)) {
+    if (resolved !== image && beforePep668(image) && system.pep668) {
       out.push(SYSTEM_PIP);
       lines.push({ line, text: "SHELL" });
       substitutions.push(
@@ -1188,16 +1362,16 @@ function failureReason(text: string, output: string): string {
   // pip says only that it found no version; the reason is the index it was pointed at.
   const index = text.match(/(?:--index-url|--extra-index-url|-i)[=\s]+(https?:\/\/[^\s&;|]+)/)?.[1];
   if (index && !/pypi\.org|pythonhosted\.org/.test(index) && /from versions: none/.test(output))
-    return `${index} is not reachable from builds (they reach Debian's packages and PyPI), so pip found no version there`;
+    return `${index} is not reachable from builds (they reach Debian's and Ubuntu's archives and PyPI), so pip found no version there`;
   // add-apt-repository fails deep inside Launchpad's client library; the reason is where PPAs live.
   const ppa = text.match(/add-apt-repository\s+(?:-y\s+)?(ppa:[^\s&;|]+)/)?.[1];
   if (ppa && /launchpad|'people'/i.test(tail(output, 12)))
-    return `${ppa} is on Launchpad, which builds cannot reach (they reach Debian's packages and PyPI)`;
+    return `${ppa} is on Launchpad, which builds cannot reach (they reach Debian's and Ubuntu's archives and PyPI)`;
   const missingPython = new RegExp(DEADSNAKES.source).test(text)
     ? output.match(/Unable to locate package (python3\.\d+)\S*/)?.[1]
     : undefined;
   if (missingPython)
-    return `${missingPython} comes from ppa:deadsnakes/ppa, on Launchpad, which builds cannot reach; Debian 12's archive, which stands in for it, has Python ${DEBIAN_PYTHON} alone`;
+    return `${missingPython} comes from ppa:deadsnakes/ppa, on Launchpad, which builds cannot reach; the archive of the base standing in for the image does not have it`;
   return tail(output, 3);
 }
 

@@ -565,6 +565,24 @@ describe("EnvironmentImages on podman", () => {
     expect(existsSync(join(image.rootfs, "usr", "lib", "python3.12", "EXTERNALLY-MANAGED"))).toBe(true);
   }, 600_000);
 
+  it("builds python:3.13-slim on Debian 13's python3 3.13, where pip upgrades what Debian's packages installed as it would its own", async () => {
+    const context = join(host, "ctx-python");
+    await mkdir(context);
+    // Debian 13's pip brings typing_extensions 4.13 as a package of Debian's (no RECORD of pip's);
+    // a newer pin, as datasets and many others ask, replaces it, as in Docker Hub's image.
+    const image = await images.build(
+      'FROM python:3.13-slim\nRUN pip install typing_extensions==4.14.1 && python -c "import sys, typing_extensions as t; print(sys.version_info[:2], t.__file__)" > /python\n',
+      context,
+      "environment/Dockerfile",
+    );
+    expect(image.substitutions[0]).toBe(
+      "environment/Dockerfile: line 1: FROM python:3.13-slim -> localhost/bridle/python:3.13 (Debian 13 with its python3 3.13, pip installing system-wide)",
+    );
+    expect(await readFile(join(image.rootfs, "python"), "utf8")).toBe(
+      "(3, 13) /usr/local/lib/python3.13/dist-packages/typing_extensions.py\n",
+    );
+  }, 600_000);
+
   it("builds golang:1.22 as Docker Hub's: Go 1.22 at /usr/local/go, GOPATH /go, no toolchain download", async () => {
     const context = join(host, "ctx-go");
     await mkdir(context);

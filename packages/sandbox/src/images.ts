@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { mkdir, readdir, readFile, readlink, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { PassThrough, type Readable } from "node:stream";
@@ -156,6 +156,7 @@ function releaseFlavours(): Flavour[] {
           system: name,
           packages: ["python-is-python3", "build-essential", "python3-dev"],
           ...(pip ? { finish: pip } : {}),
+          pipOwns: true,
           says: `${system.says} with ${python} and its headers, gcc and make, pip installing system-wide`,
         },
         {
@@ -165,6 +166,7 @@ function releaseFlavours(): Flavour[] {
           system: name,
           packages: ["python-is-python3"],
           ...(pip ? { finish: pip } : {}),
+          pipOwns: true,
           says: `${system.says} with ${python}, pip installing system-wide`,
         },
         {
@@ -173,6 +175,7 @@ function releaseFlavours(): Flavour[] {
           system: name,
           packages: ["python-is-python3", "tmux", "asciinema"],
           ...(pip ? { finish: pip } : {}),
+          pipOwns: true,
           workdir: "/app",
           says: `${system.says} with ${python}, pip installing system-wide, tmux and asciinema, in /app`,
         },
@@ -211,6 +214,10 @@ const BASE_PACKAGES = [
   "python3-venv",
 ];
 
+/** What lets pip own the Python distributions Debian's packages installed: run in Python images. */
+const PIP_OWNS_SCRIPT = "pip-owns-debian-dists.py";
+const PIP_OWNS = readFileSync(fileURLToPath(new URL(PIP_OWNS_SCRIPT, import.meta.url)), "utf8");
+
 /** A base for images of a toolchain: a system's base plus its packages of it. */
 interface Flavour {
   /** `FROM` image names (without registry or tag) that map to it. */
@@ -227,6 +234,11 @@ interface Flavour {
   backports?: boolean;
   /** A shell command run after they are installed, to match the image it stands in for. */
   finish?: string;
+  /**
+   * Python images: pip may upgrade or remove what Debian's packages installed for Python (see
+   * pip-owns-debian-dists.py), as in Docker Hub's, where pip's own are all there is.
+   */
+  pipOwns?: boolean;
   /** The ENV the image it stands in for sets. */
   env?: Record<string, string>;
   /** The WORKDIR the image it stands in for sets (a task's `COPY x ./` lands there). */
@@ -372,6 +384,7 @@ const FLAVOURS: Flavour[] = [
     image: "localhost/bridle/python-full:3.11",
     packages: ["python-is-python3", "build-essential", "python3-dev"],
     finish: "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED",
+    pipOwns: true,
     says: "Debian 12 with its python3 3.11 and its headers, gcc and make, pip installing system-wide",
   },
   {
@@ -380,6 +393,7 @@ const FLAVOURS: Flavour[] = [
     packages: ["python-is-python3"],
     // As the official image: `python` and `pip` on PATH, and pip installs into the system.
     finish: "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED",
+    pipOwns: true,
     says: "Debian 12 with its python3 3.11, pip installing system-wide",
   },
   // Terminal-Bench's own bases (python-3-13, ubuntu-24-04...) add tmux and asciinema and work in
@@ -389,6 +403,7 @@ const FLAVOURS: Flavour[] = [
     image: "localhost/bridle/t-bench-python:3.11",
     packages: ["python-is-python3", "tmux", "asciinema"],
     finish: "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED",
+    pipOwns: true,
     workdir: "/app",
     says: "Debian 12 with its python3 3.11, pip installing system-wide, tmux and asciinema, in /app",
   },
@@ -851,6 +866,7 @@ export class EnvironmentImages {
               : [packages, bootstrapArgs(system, "")]
             : flavour.packages,
           flavour.finish ?? "",
+          flavour.pipOwns ? PIP_OWNS : "",
           flavour.backports ?? false,
           flavour.env ?? {},
           ...(flavour.workdir ? [flavour.workdir] : []),
@@ -914,6 +930,12 @@ export class EnvironmentImages {
             `FROM ${system.image}`,
             `LABEL ${RECIPE_LABEL}=${recipe}`,
             `RUN ${flavour.backports ? `echo "deb http://deb.debian.org/debian bookworm-backports main" > /etc/apt/sources.list.d/backports.list && ` : ""}apt-get update && apt-get install -y --no-install-recommends ${flavour.backports ? "-t bookworm-backports " : ""}${flavour.packages.join(" ")} && rm -rf /var/lib/apt/lists/*${flavour.finish ? ` && ${flavour.finish}` : ""}`,
+            ...(flavour.pipOwns
+              ? [
+                  `COPY ${PIP_OWNS_SCRIPT} /tmp/`,
+                  `RUN python3 /tmp/${PIP_OWNS_SCRIPT} && rm /tmp/${PIP_OWNS_SCRIPT}`,
+                ]
+              : []),
             ...(flavour.env
               ? [
                   `ENV ${Object.entries(flavour.env)
@@ -925,6 +947,7 @@ export class EnvironmentImages {
             "",
           ].join("\n"),
         );
+        if (flavour.pipOwns) await writeFile(join(dir, PIP_OWNS_SCRIPT), PIP_OWNS);
         const built = await this.engineRun(["build", "--pull=never", "-t", flavour.image, dir]);
         if (built.code !== 0)
           throw new ImageBuildError(`cannot build the base image ${flavour.image}: ${tail(built.output)}`);

@@ -240,6 +240,36 @@ describe("planDockerfile", () => {
     );
   });
 
+  it("names the failing stage's line, and the host a step reached for, in a build of several stages", () => {
+    // Terminal-Bench's mnist-learning-fix: the same pip line in both stages; the builder's dataset
+    // script downloads from Hugging Face.
+    const plan = planDockerfile(
+      [
+        "FROM python:3.13 AS builder",
+        "RUN pip install numpy==2.3.1",
+        "RUN python create_dataset.py",
+        "FROM python:3.13",
+        "RUN pip install numpy==2.3.1",
+        "RUN python train.py",
+      ].join("\n"),
+    );
+    const output = [
+      "[1/2] STEP 1/4: FROM localhost/bridle/python-full:3.13 AS builder",
+      "[1/2] STEP 3/4: RUN pip install numpy==2.3.1",
+      "[1/2] STEP 4/4: RUN python create_dataset.py",
+      "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded (Caused by NameResolutionError(\"Failed to resolve 'huggingface.co'\"))",
+      'Error: building at STEP "RUN python create_dataset.py": while running runtime: exit status 1',
+    ].join("\n");
+    expect(buildFailure(output, plan, "Dockerfile").message).toMatch(
+      /^Dockerfile: line 3: RUN python create_dataset\.py: failed: it reaches for huggingface\.co, which builds cannot reach \(they reach Debian's and Ubuntu's archives, PyPI and the npm registry\): Error: building at STEP/,
+    );
+    const second = output.replace(
+      /\[1\/2\] STEP 4\/4: RUN python create_dataset\.py[^]*$/,
+      "[2/2] STEP 3/4: RUN pip install numpy==2.3.1\nERROR: No matching distribution found for numpy==2.3.1",
+    );
+    expect(buildFailure(second, plan, "Dockerfile").line).toBe(5);
+  });
+
   it("names the package index a pip install was pointed at that builds cannot reach", () => {
     const plan = planDockerfile(
       "FROM python:3.13-slim\nRUN pip install torch==2.7.0 --index-url https://download.pytorch.org/whl/cpu\n",

@@ -1369,10 +1369,20 @@ function flavourOf(image: string): Flavour | undefined {
 
 /** What failed in a build, with the Dockerfile line of the step the engine was at. */
 export function buildFailure(output: string, plan: Plan, name: string): ImageBuildError {
-  const steps = [...output.matchAll(/^STEP \d+\/\d+: (.*)$/gm)].map((m) => m[1]!);
-  const last = steps.at(-1);
+  // `STEP 3/4: RUN ...`, or in a build of several stages `[2/2] STEP 3/4: RUN ...`.
+  const last = [...output.matchAll(/^(?:\[(\d+)\/\d+\] )?STEP \d+\/\d+: (.*)$/gm)].at(-1);
+  // The same instruction may stand in two stages: look from the failing stage's FROM on (the
+  // plan's lines are the built Dockerfile's, one for one).
+  let seen = 0;
+  const stage = Number(last?.[1] ?? 1);
+  const from = Math.max(
+    0,
+    plan.dockerfile.split("\n").findIndex((l) => /^FROM\s/.test(l) && ++seen === stage),
+  );
   const at = last
-    ? plan.lines.find((l) => l.text !== "SHELL" && sameInstruction(l.built ?? l.text, last))
+    ? plan.lines.find(
+        (l, i) => i >= from && l.text !== "SHELL" && sameInstruction(l.built ?? l.text, last[2]!),
+      )
     : undefined;
   const why = failureReason(at?.text ?? "", output);
   return at
@@ -1395,6 +1405,18 @@ function failureReason(text: string, output: string): string {
     : undefined;
   if (missingPython)
     return `${missingPython} comes from ppa:deadsnakes/ppa, on Launchpad, which builds cannot reach; the archive of the base standing in for the image does not have it`;
+  // A host that did not resolve: builds reach a few package registries, not the open internet.
+  const host = output.match(
+    /Could not resolve host:? '?([\w.-]+\.[a-z]{2,})|host='([\w.-]+\.[a-z]{2,})'.*(?:Name or service not known|NameResolutionError|Temporary failure in name resolution)|Failed to resolve '([\w.-]+\.[a-z]{2,})'/,
+  );
+  const unresolved =
+    /Name or service not known|Temporary failure in name resolution|NameResolutionError/.test(output);
+  // Else, where a name did not resolve, the last address the output names.
+  const unreachable =
+    host?.slice(1).find(Boolean) ??
+    (unresolved ? [...output.matchAll(/https?:\/\/([\w.-]+\.[a-z]{2,})/g)].at(-1)?.[1] : undefined);
+  if (unreachable || unresolved)
+    return `it reaches for ${unreachable ?? "a host whose name does not resolve"}, which builds cannot reach (they reach Debian's and Ubuntu's archives, PyPI and the npm registry): ${tail(output, 1)}`;
   return tail(output, 3);
 }
 

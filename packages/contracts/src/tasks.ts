@@ -215,6 +215,12 @@ export const VerifierStep = z.object({
 export type VerifierStep = z.infer<typeof VerifierStep>;
 
 /** What the agent phase gets: the instruction and the workspace files, never tests or solution. */
+/** A user of a task's image: a name or uid of its /etc/passwd; null for root. */
+const TaskUser = z
+  .union([z.string().min(1), z.number().int().min(0)])
+  .nullable()
+  .default(null);
+
 export const AgentTask = z.object({
   id: TaskId,
   hash: z.string(),
@@ -239,6 +245,9 @@ export const AgentTask = z.object({
     .default([])
     .describe("A multi-step task's steps, run in order in one sandbox; empty for a single-step task"),
   stepRewards: StepRewardStrategy.default("mean"),
+  user: TaskUser.describe(
+    "Who the agent runs as on the task's image (task.toml [agent] user); root when null",
+  ),
 });
 export type AgentTask = z.infer<typeof AgentTask>;
 
@@ -258,6 +267,9 @@ export const VerifierBundle = z.object({
   image: TaskImageRef,
   tests: z.array(TaskFile),
   steps: z.array(VerifierStep).default([]).describe("A multi-step task's tests, per step"),
+  user: TaskUser.describe(
+    "Who the tests run as on the task's image (task.toml [verifier] user); root when null",
+  ),
 });
 export type VerifierBundle = z.infer<typeof VerifierBundle>;
 

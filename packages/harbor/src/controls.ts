@@ -72,6 +72,7 @@ const testOptions = (task: HarborTask, options: ControlOptions) => ({
   memoryMb: task.toml.environment.memory_mb,
   cpus: task.toml.environment.cpus,
   toolchain: options.toolchain,
+  user: task.toml.verifier.user,
 });
 
 /** The task's own limits on a run, as the sandbox takes them. */
@@ -102,9 +103,26 @@ async function runSolution(
       oomKilled: false,
       durationMs: 0,
     };
+  const user = task.toml.agent.user;
+  const problem = await sandbox.account(user).then(
+    () => null,
+    (err: Error) => `task.toml: agent.${err.message}`,
+  );
+  if (problem)
+    return {
+      exitCode: 1,
+      signal: null,
+      stdout: "",
+      stderr: problem,
+      timedOut: false,
+      oomKilled: false,
+      durationMs: 0,
+    };
   const solution = await sandbox.scratch("solution");
   await writeTree(solution, files);
+  // As the agent, whose place it takes: its user (`[agent] user`) where the task names one.
   return sandbox.run(["bash", "/solution/solve.sh"], {
+    user,
     timeoutMs,
     env: env.env,
     mounts: [{ source: solution, target: "/solution" }],

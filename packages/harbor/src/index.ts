@@ -17,4 +17,4 @@ export { splitFor } from "./split.ts";
 export { belowMinReward, rollUpSteps, type StepScore } from "./steps.ts";
 export { labelsOf, parseTaskToml, phaseEnv, TaskToml } from "./task-toml.ts";
 export { type ValidateOptions, validateFolder, validateTask } from "./validate.ts";
-export { runTests, type TestRunOptions, TOOLCHAIN_DIR } from "./verify.ts";
+export { chownTree, runTests, type TestRunOptions, TOOLCHAIN_DIR } from "./verify.ts";

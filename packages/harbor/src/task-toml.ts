@@ -88,8 +88,15 @@ const Metadata = z
  * sandbox) and `[guard]`. `[metadata]` is optional and free-form. Unknown keys are kept and reported
  * (see `unknownKeys`), never a reason to refuse.
  */
+/** Who a phase runs as on the task's image: a user name or uid of its /etc/passwd (root when absent). */
+const User = z.union([
+  z.string().regex(/^[A-Za-z_][A-Za-z0-9_.-]*$/, "a user name of the image's /etc/passwd"),
+  z.number().int().min(0),
+]);
+
 const Verifier = z.looseObject({
   timeout_sec: seconds.default(600),
+  user: User.optional(),
   env: EnvTable.default({}),
   // Bridle's: which key of a several-key reward.json is the training reward (else `reward`, else the mean).
   reward_key: z.string().min(1).optional(),
@@ -97,6 +104,8 @@ const Verifier = z.looseObject({
 
 const Agent = z.looseObject({
   timeout_sec: seconds.default(600),
+  /** Harbor's `[agent] user`: the agent, and the reference solution in its place, run as this user. */
+  user: User.optional(),
   env: EnvTable.default({}),
 });
 

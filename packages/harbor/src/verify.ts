@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { readdir, readFile } from "node:fs/promises";
+import { lchown, readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { VerifierOutcome } from "@bridle/contracts";
 import { SANDBOX_PATH, type Sandbox } from "@bridle/sandbox";
@@ -24,6 +24,8 @@ export interface TestRunOptions {
    * tasks pin, installed with Bridle), shown read-only to the tests only, as TOOLCHAIN_DIR.
    */
   toolchain?: string | undefined;
+  /** Who the tests run as on the task's image (`[verifier] user`); root when absent. */
+  user?: string | number | undefined;
 }
 
 /** Where the verifier toolchain appears inside the sandbox, during verification only. */
@@ -128,14 +130,26 @@ export async function runTests(sandbox: Sandbox, options: TestRunOptions): Promi
     const message = `task.toml: verifier.${env.problem}`;
     return { correctness: null, failure: "setup", message, exitCode: null, durationMs: 0, outputTail: "" };
   }
+  const account = await sandbox.account(options.user).then(
+    (found) => ({ found }),
+    (err: Error) => ({ problem: err.message }),
+  );
+  if ("problem" in account) {
+    const message = `task.toml: verifier.${account.problem}`;
+    return { correctness: null, failure: "setup", message, exitCode: null, durationMs: 0, outputTail: "" };
+  }
   const tests = await sandbox.scratch("tests");
   const logs = await sandbox.scratch("verifier-logs");
   await writeTree(tests, options.tests);
+  // A user other than root writes the reward and may write beside the tests, as root would.
+  if (account.found) await chownTree([tests, logs], account.found);
   const toolchain = toolchainFor(options.toolchain, sandbox);
   const run = await sandbox.run(["bash", "/tests/test.sh"], {
     timeoutMs: options.timeoutSec * 1000,
-    // The task's own variables last: a task that sets PATH or PYTHONPATH keeps its own.
-    env: { ...toolchain.env, ...env.env },
+    // The task's own variables last: a task that sets PATH or PYTHONPATH keeps its own. HOME is
+    // /tmp for any user, where the toolchain puts uv as its installer would.
+    env: { HOME: "/tmp", ...toolchain.env, ...env.env },
+    user: options.user,
     mounts: [
       { source: tests, target: "/tests", writable: true },
       { source: logs, target: "/logs/verifier", writable: true },
@@ -290,4 +304,13 @@ export function lastLine(...texts: string[]): string | undefined {
 export function lastWords(stderr: string, stdout: string): string {
   const line = lastLine(stderr, stdout);
   return line ? `: ${line.slice(0, 300)}` : "";
+}
+
+/** Gives `dirs` and all they hold to `account` (a scratch folder a user other than root writes). */
+export async function chownTree(dirs: string[], account: { uid: number; gid: number }): Promise<void> {
+  for (const dir of dirs) {
+    await lchown(dir, account.uid, account.gid);
+    for (const entry of await readdir(dir, { recursive: true }))
+      await lchown(join(dir, entry), account.uid, account.gid);
+  }
 }

@@ -613,6 +613,44 @@ describe("EnvironmentImages on podman", () => {
     );
   }, 600_000);
 
+  it("runs a command as a user of the image, as `docker exec --user`: its ids, home and no capabilities, the workspace's owners kept", async () => {
+    const context = join(host, "ctx-user");
+    await mkdir(context);
+    // Harbor's hello-user: the agent runs as `agent`, who owns /app.
+    const image = await images.build(
+      "FROM ubuntu:24.04\nRUN useradd --create-home --shell /bin/bash agent\nRUN mkdir -p /app && chown agent:agent /app\nWORKDIR /app\n",
+      context,
+      "environment/Dockerfile",
+    );
+    const box = await Sandbox.create({
+      baseDir: host,
+      image,
+      workdir: "/app",
+      environmentDir: join(image.rootfs, "app"),
+    });
+    try {
+      const uid = Number(
+        (await readFile(join(image.rootfs, "etc", "passwd"), "utf8")).match(/^agent:[^:]*:(\d+):/m)?.[1],
+      );
+      expect(uid).toBeGreaterThan(0);
+      expect((await stat(box.workspace)).uid).toBe(uid);
+      const script =
+        'whoami; echo "$HOME"; grep CapEff /proc/self/status; touch /app/mine /tmp/mine && echo wrote; touch /etc/theirs 2>/dev/null || echo "not root"';
+      const run = await box.run(["bash", "-c", script], { timeoutMs: 30_000, user: "agent" });
+      expect(run.stderr).toBe("");
+      expect(run.stdout).toBe("agent\n/home/agent\nCapEff:\t0000000000000000\nwrote\nnot root\n");
+      expect((await stat(join(box.workspace, "mine"))).uid).toBe(uid);
+      // By uid too; root by default; a user the image lacks is refused before anything runs.
+      expect((await box.run(["whoami"], { timeoutMs: 30_000, user: uid })).stdout).toBe("agent\n");
+      expect((await box.run(["whoami"], { timeoutMs: 30_000 })).stdout).toBe("root\n");
+      await expect(box.run(["true"], { timeoutMs: 30_000, user: "nobody-here" })).rejects.toThrow(
+        "user nobody-here: not in the image's /etc/passwd",
+      );
+    } finally {
+      await box.dispose();
+    }
+  }, 600_000);
+
   it("builds golang:1.22 as Docker Hub's: Go 1.22 at /usr/local/go, GOPATH /go, no toolchain download", async () => {
     const context = join(host, "ctx-go");
     await mkdir(context);

@@ -1,7 +1,19 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { chmod, cp, mkdir, mkdtemp, open, readdir, rm, writeFile } from "node:fs/promises";
+import {
+  chmod,
+  cp,
+  lchown,
+  lstat,
+  mkdir,
+  mkdtemp,
+  open,
+  readdir,
+  readFile,
+  rm,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, posix, resolve } from "node:path";
 import type { Readable } from "node:stream";
@@ -191,6 +203,20 @@ export interface RunOptions {
    * in the background): they end with the run, so a later run of the sandbox never sees them.
    */
   reportLeftRunning?: boolean;
+  /**
+   * Who runs the command on an image: a name or uid of the image's `/etc/passwd`, as `docker exec
+   * --user` (Harbor's `[agent] user`); root when absent. HOME, USER and LOGNAME are theirs unless
+   * `env` sets them.
+   */
+  user?: string | number | undefined;
+}
+
+/** An account of an image's /etc/passwd. */
+export interface Account {
+  name: string;
+  uid: number;
+  gid: number;
+  home: string;
 }
 
 export interface RunResult {
@@ -310,6 +336,9 @@ export class Sandbox {
           verbatimSymlinks: true,
           preserveTimestamps: true,
         });
+        // An image's files keep their owners, as in a container (a folder the Dockerfile gave to
+        // the user the agent runs as stays theirs); cp makes everything the copier's.
+        if (image) await copyOwners(resolve(options.environmentDir), workspace);
       } else {
         await mkdir(workspace);
       }
@@ -347,9 +376,42 @@ export class Sandbox {
     return dir;
   }
 
+  /**
+   * The image's account for `user` (a name or uid of its /etc/passwd, as built: nothing a run
+   * writes changes who a user is); undefined for root. A user needs an image that has it, and the
+   * image's `setpriv` (util-linux) to become it.
+   */
+  async account(user: string | number | undefined): Promise<Account | undefined> {
+    if (user === undefined || user === 0 || user === "root" || user === "0") return undefined;
+    if (!this.image)
+      throw new SandboxSetupError(
+        `user ${user}: a user other than root needs the task's own system (environment/Dockerfile)`,
+      );
+    const passwd = await readFile(join(this.image.rootfs, "etc", "passwd"), "utf8").catch(() => "");
+    const found = passwd
+      .split("\n")
+      .map((line) => line.split(":"))
+      .find(([name, , uid]) => name === String(user) || uid === String(user));
+    if (!found) throw new SandboxSetupError(`user ${user}: not in the image's /etc/passwd`);
+    const [name = "", , uid = "", gid = "", , home = "/"] = found;
+    if (!["usr/bin/setpriv", "bin/setpriv"].some((p) => existsSync(join(this.image!.rootfs, p))))
+      throw new SandboxSetupError(`user ${user}: the image has no setpriv (util-linux) to run as them`);
+    return { name, uid: Number(uid), gid: Number(gid), home: home || "/" };
+  }
+
   /** Runs `argv` inside the sandbox and returns once every process of the run is gone. */
   async run(argv: string[], options: RunOptions): Promise<RunResult> {
     if (argv.length === 0) throw new Error("sandbox run: empty command");
+    const account = await this.account(options.user);
+    if (account) {
+      // Root's helpers (the relay, the entrypoint, the report of what was left running) stay root;
+      // the command alone becomes the user, its capabilities gone with root.
+      argv = ["setpriv", `--reuid=${account.uid}`, `--regid=${account.gid}`, "--init-groups", "--", ...argv];
+      options = {
+        ...options,
+        env: { HOME: account.home, USER: account.name, LOGNAME: account.name, ...options.env },
+      };
+    }
     if (options.signal?.aborted) {
       const nothing = { exitCode: null, signal: null, timedOut: false, oomKilled: false };
       return { ...nothing, cancelled: true, stdout: "", stderr: "", durationMs: 0 };
@@ -535,7 +597,23 @@ export class Sandbox {
       "sandbox",
       // The image's system (writable through the sandbox's own layer), else the host's, read-only.
       ...(image
-        ? ["--bind", join(this.root, "system"), "/", "--ro-bind", process.execPath, NODE_INSIDE]
+        ? [
+            "--bind",
+            join(this.root, "system"),
+            "/",
+            // bwrap would make the folders that mount points need 0700, closed to users other than
+            // root: made here first, as an engine makes them, open to all.
+            ...mountParents([
+              NODE_INSIDE,
+              this.workdir,
+              ...(options.mounts ?? []).map((m) => m.target),
+              ...(options.guard ? [RELAY_SCRIPT, GUARD_SOCKET] : []),
+              ...(leftRunning ? [LEFT_RUNNING_FILE] : []),
+            ]).flatMap((dir) => ["--perms", "0755", "--dir", dir]),
+            "--ro-bind",
+            process.execPath,
+            NODE_INSIDE,
+          ]
         : systemMountArgs()),
       // An image's own /etc/hosts is not what runs on it: an engine writes one into each
       // container (the engine leaves the image an empty one, and with that localhost resolves
@@ -545,6 +623,9 @@ export class Sandbox {
       "/proc",
       "--dev",
       "/dev",
+      // World-writable and sticky, as a container's, so a user other than root has one too.
+      "--perms",
+      "01777",
       "--tmpfs",
       "/tmp",
       "--bind",
@@ -602,4 +683,23 @@ function killGroup(pid: number | undefined): void {
   } catch {
     // Already gone.
   }
+}
+
+/** Gives each file under `target` the owner of the file at the same path under `source`. */
+async function copyOwners(source: string, target: string): Promise<void> {
+  const from = await lstat(source);
+  const to = await lstat(target);
+  if (from.uid !== to.uid || from.gid !== to.gid) await lchown(target, from.uid, from.gid);
+  if (!from.isDirectory()) return;
+  for (const name of await readdir(source)) await copyOwners(join(source, name), join(target, name));
+}
+
+/** The folders above each of `targets`, outermost first, each once ("/" left out). */
+function mountParents(targets: string[]): string[] {
+  const dirs = new Set<string>();
+  for (const target of targets) {
+    const parts = posix.dirname(target).split("/").filter(Boolean);
+    parts.forEach((_, i) => dirs.add(`/${parts.slice(0, i + 1).join("/")}`));
+  }
+  return [...dirs];
 }

@@ -18,6 +18,7 @@ beforeAll(async () => {
     join(import.meta.dirname, "..", "fixtures", "own-workdir"),
     join(import.meta.dirname, "..", "fixtures", "task-env"),
     join(import.meta.dirname, "..", "fixtures", "image-task"),
+    join(import.meta.dirname, "..", "fixtures", "user-task"),
     join(import.meta.dirname, "..", "..", "..", "packages", "harbor", "fixtures", "two-steps"),
   ]);
 }, 600_000);
@@ -423,6 +424,14 @@ describe("a task whose environment is a Dockerfile (built on podman)", () => {
     expect(result.correctness).toBe(1);
     // Workspace and image changes went to the verifier by reference, and were released once it answered.
     expect(readdirSync(join(stack.dataDir, "artifacts"))).toEqual([]);
+  });
+
+  it("runs the harness as the task's agent user ([agent] user), and the tests as root", async () => {
+    await stack.script([{ tool_calls: [run("whoami > whoami.txt && id -u")] }, { text: "Done." }]);
+    const result = await rollout("user-task", { taskId: "user-task" });
+    expect(result.environmentFailure).toBeNull();
+    expect(result.toolCalls.guard).toBe(1);
+    expect(result.correctness).toBe(1);
   });
 
   it("runs on a host that has not built the image: the runner fetches it from the tasks service", async () => {

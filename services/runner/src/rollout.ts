@@ -11,7 +11,14 @@ import type {
   Trajectory,
   VerificationResult,
 } from "@bridle/contracts";
-import { belowMinReward, fromTaskFiles, prepareStep, resolveTaskEnv, rollUpSteps } from "@bridle/harbor";
+import {
+  belowMinReward,
+  chownTree,
+  fromTaskFiles,
+  prepareStep,
+  resolveTaskEnv,
+  rollUpSteps,
+} from "@bridle/harbor";
 import {
   type BuiltImage,
   type EnvironmentImages,
@@ -389,6 +396,12 @@ async function runHarness(
     await mkdir(dirname(target), { recursive: true });
     await writeFile(target, file.content);
   }
+  // The harness runs as the task's agent user where it names one ([agent] user), its home theirs.
+  const user = ctx.task.user ?? undefined;
+  const account = await sandbox.account(user).catch((err: Error) => {
+    throw new EnvironmentFailure("task", `task ${ctx.task.id}: task.toml: agent.${err.message}`);
+  });
+  if (account) await chownTree([home], account);
   const guard = new URL(deps.guardUrl);
   const forwarder = await GuardForwarder.open(join(sandbox.root, "guard.sock"), {
     host: guard.hostname,
@@ -406,6 +419,7 @@ async function runHarness(
           ...installMounts(adapter, deps.install),
         ],
         guard: { socketPath: forwarder.path, port: GUARD_PORT_INSIDE },
+        user,
         maxOutputBytes: 1024 * 1024,
         signal: ctx.signal,
       })

@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS tasks (
   reward_key TEXT,
   workdir TEXT NOT NULL DEFAULT '/app',
   image TEXT,
-  agent_env TEXT NOT NULL DEFAULT '{}'
+  agent_env TEXT NOT NULL DEFAULT '{}',
+  users TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS task_files (
   task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
@@ -91,6 +92,7 @@ interface Row {
   /** A multi-step task's steps (StoredStep[] as JSON), or null. */
   steps: string | null;
   step_rewards: string;
+  users: string;
 }
 
 /** What the registry keeps of a step besides its files. */
@@ -102,6 +104,10 @@ interface StoredStep {
   verifierEnv: Record<string, string>;
   minReward: Record<string, number> | null;
 }
+
+/** Who the agent and the tests run as (task.toml's `user` keys); none kept reads as root. */
+const usersOf = (row: Row): { agent?: string | number; verifier?: string | number } =>
+  JSON.parse(row.users) as { agent?: string | number; verifier?: string | number };
 
 const imageOf = (row: Row): TaskImageRef => (row.image ? (JSON.parse(row.image) as TaskImageRef) : null);
 
@@ -162,6 +168,8 @@ export class TaskStore {
       this.db.exec("ALTER TABLE tasks ADD COLUMN step_rewards TEXT NOT NULL DEFAULT 'mean'");
     if (!columns.some((c) => c.name === "agent_env"))
       this.db.exec("ALTER TABLE tasks ADD COLUMN agent_env TEXT NOT NULL DEFAULT '{}'");
+    if (!columns.some((c) => c.name === "users"))
+      this.db.exec("ALTER TABLE tasks ADD COLUMN users TEXT NOT NULL DEFAULT '{}'");
   }
 
   /**
@@ -183,9 +191,9 @@ export class TaskStore {
       this.db
         .prepare(
           `INSERT INTO tasks (id, hash, category, split, split_source, labels, controls, instruction,
-             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible, reward_key, workdir, image, steps, step_rewards, agent_env)
+             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible, reward_key, workdir, image, steps, step_rewards, agent_env, users)
            VALUES (@id, @hash, @category, @split, @split_source, @labels, @controls, @instruction,
-             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible, @reward_key, @workdir, @image, @steps, @step_rewards, @agent_env)`,
+             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible, @reward_key, @workdir, @image, @steps, @step_rewards, @agent_env, @users)`,
         )
         .run({
           id: task.id,
@@ -224,6 +232,7 @@ export class TaskStore {
                 )
               : null,
           step_rewards: task.stepRewards,
+          users: JSON.stringify({ agent: task.toml.agent.user, verifier: task.toml.verifier.user }),
         });
       const insert = this.db.prepare(
         "INSERT INTO task_files (task_id, part, path, mode, content) VALUES (?, ?, ?, ?, ?)",
@@ -347,6 +356,7 @@ export class TaskStore {
         minReward: step.minReward,
       })),
       stepRewards: row.step_rewards === "final" ? "final" : "mean",
+      user: usersOf(row).agent ?? null,
     };
   }
 
@@ -370,6 +380,7 @@ export class TaskStore {
         verifierEnv: step.verifierEnv,
         tests: this.stepFiles(id, step.name, "tests"),
       })),
+      user: usersOf(row).verifier ?? null,
     };
   }
 

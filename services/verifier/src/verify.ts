@@ -141,6 +141,7 @@ export async function verify(deps: VerifyDeps, request: VerificationRequest): Pr
         allowedEnv: deps.allowedEnv ?? [],
         memoryMb: deps.memoryMb,
         toolchain: deps.toolchain,
+        user: bundle.user ?? undefined,
       });
     } finally {
       await sandbox.dispose();

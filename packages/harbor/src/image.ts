@@ -11,8 +11,10 @@ import { writeTree } from "./files.ts";
 import type { HarborTask } from "./load.ts";
 import {
   type HeldWheel,
+  type NpmInstalls,
   type RequirementGroup,
   taskDebianPackages,
+  taskNpmInstalls,
   taskRequirements,
   wheelsHeld,
 } from "./packages.ts";
@@ -54,11 +56,16 @@ export async function taskImage(
     requirements.length > 0 ? withPackages(dockerfile.content, requirements, toolchain.uv) : null;
   const debs = taskDebianPackages(scripts);
   const apt = debs.length > 0 ? withDebianPackages(packages?.dockerfile ?? dockerfile.content, debs) : null;
+  const npmInstalls = taskNpmInstalls(scripts);
+  const npm =
+    npmInstalls.project || npmInstalls.packages.length > 0
+      ? withNpmPackages(apt?.dockerfile ?? packages?.dockerfile ?? dockerfile.content, npmInstalls)
+      : null;
   const context = await mkdtemp(join(tmpdir(), "bridle-build-context-"));
   try {
     await writeTree(context, dockerfile.context);
     const image = await images.build(
-      apt?.dockerfile ?? packages?.dockerfile ?? dockerfile.content,
+      npm?.dockerfile ?? apt?.dockerfile ?? packages?.dockerfile ?? dockerfile.content,
       context,
       dockerfile.name,
     );
@@ -69,7 +76,8 @@ export async function taskImage(
         ...image.substitutions,
         ...(packages ? [packages.note] : []),
         ...(apt ? [apt.note] : []),
-        ...(packages || apt ? await unavailablePackages(image) : []).map(
+        ...(npm ? [npm.note] : []),
+        ...(packages || apt || npm ? await unavailablePackages(image) : []).map(
           (line) => `not fetched, so its install fails offline in the sandbox: ${line}`,
         ),
       ],
@@ -177,6 +185,46 @@ export function withDebianPackages(
   return {
     dockerfile: `${content.replace(/\n*$/, "")}\n\n${lines.join("\n")}\n`,
     note: `the system packages its scripts install with apt (${packages.join(" ")}): those the image lacks downloaded from the system's archive while it builds, with apt's lists, so apt installs them offline in the sandbox`,
+  };
+}
+
+/** Where an image keeps npm's cache of what the task's scripts install with npm (see withNpmPackages). */
+export const NPM_CACHE = "/opt/bridle/npm-cache";
+
+/**
+ * The task's Dockerfile with a last step of Bridle's for what its scripts install with npm
+ * (`taskNpmInstalls`): fetched from the npm registry while the image builds into an npm cache in
+ * the image, the project's dependencies from the package.json at its WORKDIR (installed in a copy
+ * elsewhere, so the workspace is as the Dockerfile left it) and each package named; npm then
+ * works offline from that cache in the sandbox, where it would otherwise wait minutes on a
+ * registry it cannot reach. One that cannot be fetched is noted in UNAVAILABLE, and its install
+ * fails in the sandbox as it would have. An image without npm gets nothing.
+ */
+export function withNpmPackages(
+  content: string,
+  installs: NpmInstalls,
+): { dockerfile: string; note: string } {
+  const user = finalUser(content);
+  const npm = `npm install --cache ${NPM_CACHE} --no-audit --no-fund --ignore-scripts --loglevel=error`;
+  // Names and versions only (scriptNpmInstalls), single-quoted for versions such as ^29 || 30.
+  const named = installs.packages.map((p) => `'${p}'`).join(" ");
+  const fetch = (what: string, args: string) =>
+    `(cd "$t" && ${npm} ${args} >/dev/null 2>/tmp/.bridle-fetch) || echo "npm install ${what}: $(grep -m1 'ERR' /tmp/.bridle-fetch || tail -n 1 /tmp/.bridle-fetch)" >> ${UNAVAILABLE}`;
+  const lines = [
+    "# Bridle: what the task's scripts install with npm, fetched now for the offline sandbox.",
+    ...(user ? ["USER root"] : []),
+    `RUN set -f; if command -v npm >/dev/null; then mkdir -p ${NPM_CACHE} ${dirname(UNAVAILABLE)}; touch ${UNAVAILABLE}; t="$(mktemp -d)"; ${
+      installs.project
+        ? `if [ -f package.json ]; then cp package.json "$t/"; [ -f package-lock.json ] && cp package-lock.json "$t/"; ${fetch("(package.json)", "")}; fi; `
+        : ""
+    }${installs.packages.length > 0 ? `${fetch(installs.packages.join(" "), named)}; ` : ""}rm -rf "$t" /tmp/.bridle-fetch; chmod -R a+rwX ${NPM_CACHE}; fi`,
+    ...(user ? [`USER ${user}`] : []),
+    `ENV npm_config_cache=${NPM_CACHE}`,
+  ];
+  const what = [...(installs.project ? ["the dependencies of its package.json"] : []), ...installs.packages];
+  return {
+    dockerfile: `${content.replace(/\n*$/, "")}\n\n${lines.join("\n")}\n`,
+    note: `what its scripts install with npm (${what.join(", ")}): fetched from the npm registry while the image builds, into npm's cache in ${NPM_CACHE}, from which npm installs offline in the sandbox`,
   };
 }
 

@@ -4,7 +4,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { validateTask } from "./index.ts";
-import { scriptDebianPackages, scriptRequirements, taskRequirements, wheelsHeld } from "./packages.ts";
+import {
+  scriptDebianPackages,
+  scriptNpmInstalls,
+  scriptRequirements,
+  taskRequirements,
+  wheelsHeld,
+} from "./packages.ts";
 import { installImages, toolchain } from "./test-support.ts";
 
 const sh = (path: string, text: string) => ({ path, mode: 0o644, content: Buffer.from(text) });
@@ -87,6 +93,26 @@ describe("scriptDebianPackages", () => {
       "tree",
       "sqlite3",
     ]);
+  });
+});
+
+describe("scriptNpmInstalls", () => {
+  it("reads a project's install (npm install, npm ci) and the packages named, options anywhere", () => {
+    const script = [
+      "if [ -f package.json ]; then npm install; fi",
+      "npm ci --no-audit",
+      "sudo npm install -g jest@^29.6.4 '@babel/core@^7.25.2' --prefix /usr/local eslint",
+      "npm i ./local.tgz $EXTRA git+https://example.com/x.git lodash # npm install not-this",
+      "npm test; npm run build; echo npm install not-this-either",
+    ].join("\n");
+    expect(scriptNpmInstalls(script)).toEqual({
+      project: true,
+      packages: ["jest@^29.6.4", "@babel/core@^7.25.2", "eslint", "lodash"],
+    });
+    expect(scriptNpmInstalls("npm install is-number@7.0.0")).toEqual({
+      project: false,
+      packages: ["is-number@7.0.0"],
+    });
   });
 });
 
@@ -181,6 +207,45 @@ describe("a task whose scripts install packages, on podman", () => {
           /^not fetched, so its install fails offline in the sandbox: bridle-no-such-package==0\.0\.1: ERROR: .*No matching distribution/,
         ),
       ]),
+    );
+  }, 600_000);
+
+  it("gets what its scripts install with npm fetched into its image's npm cache, so npm installs offline", async () => {
+    const images = installImages();
+    const why = await images.unavailable();
+    if (why) throw new Error(`images cannot be built here: ${why}`);
+    dir ??= await mkdtemp(join(tmpdir(), "bridle-packages-"));
+    const task = join(dir, "npm-project");
+    // As aider-polyglot's JavaScript tasks in Terminal-Bench's datasets: a package.json in /app, and
+    // tests whose bare `npm install` reaches the registry at test time.
+    const files: Record<string, string> = {
+      "task.toml":
+        '[metadata]\ncategory = "build"\n\n[agent]\ntimeout_sec = 120\n\n[verifier]\ntimeout_sec = 120\n',
+      "instruction.md": "Write an even number into /app/n.txt.\n",
+      "environment/Dockerfile": "FROM node:20\nWORKDIR /app\nCOPY package.json ./\n",
+      "environment/package.json":
+        '{ "name": "even", "version": "1.0.0", "dependencies": { "is-even": "1.0.0" } }\n',
+      "solution/solve.sh": "#!/bin/bash\necho 4 > /app/n.txt\n",
+      "tests/test.sh": [
+        "#!/bin/bash",
+        "cd /app && npm install && npm install --no-save is-number@7.0.0 || exit 1",
+        `node -e "const n = Number(require('fs').readFileSync('n.txt', 'utf8')); process.exit(require('is-even')(n) && require('is-number')(n) ? 0 : 1)"`,
+        "[ $? = 0 ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt",
+        "",
+      ].join("\n"),
+    };
+    for (const [path, content] of Object.entries(files)) {
+      await mkdir(join(task, path, ".."), { recursive: true });
+      await writeFile(join(task, path), content);
+    }
+    const { verdict } = await validateTask(task, { repeats: 1, toolchain, images, baseDir: dir });
+    expect(verdict.problems).toEqual([]);
+    expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
+      ["oracle", 1],
+      ["nop", 0],
+    ]);
+    expect(verdict.notes).toContain(
+      "what its scripts install with npm (the dependencies of its package.json, is-number@7.0.0): fetched from the npm registry while the image builds, into npm's cache in /opt/bridle/npm-cache, from which npm installs offline in the sandbox",
     );
   }, 600_000);
 });

@@ -257,3 +257,56 @@ export function taskDebianPackages(scripts: readonly TreeFile[]): string[] {
     .flatMap((f) => scriptDebianPackages(f.content.toString("utf8")));
   return [...new Set(all)];
 }
+
+/** What scripts install with npm: from a project's package.json (a bare `npm install`), and by name. */
+export interface NpmInstalls {
+  project: boolean;
+  packages: string[];
+}
+
+/** An npm package as a script names it to install: `jest`, `jest@^29.6.4`, `@babel/core@7`. */
+const NPM_PACKAGE = /^(?:@[a-z0-9][a-z0-9._-]*\/)?[a-z0-9][a-z0-9._-]*(?:@[A-Za-z0-9.^~<>=*|+ -]+)?$/;
+
+/** Options of npm install that take the next word as their value. */
+const NPM_TAKES_VALUE = new Set(["--prefix", "--cache", "--registry", "--tag", "-w", "--workspace"]);
+
+/**
+ * What a script installs with npm at run time (`npm install`, `npm i`, `npm ci`, `npm add`, with
+ * options anywhere), where Harbor's containers reach the npm registry and Bridle's sandboxes do
+ * not: a bare install is the project's (its package.json), else the packages named. Only names
+ * and versions: never paths, tarballs, git URLs or variables.
+ */
+export function scriptNpmInstalls(script: string): NpmInstalls {
+  const found: NpmInstalls = { project: false, packages: [] };
+  for (const command of commandsOf(script)) {
+    const words = command.map(unquote);
+    let i = commandStart(words);
+    if ((words[i] ?? "").split("/").pop() !== "npm") continue;
+    const verb = words[i + 1];
+    if (!["install", "i", "ci", "add"].includes(verb ?? "")) continue;
+    const named: string[] = [];
+    for (i += 2; i < words.length; i++) {
+      const word = words[i] as string;
+      if (/^[<>]/.test(word)) break;
+      if (word.startsWith("-")) {
+        if (NPM_TAKES_VALUE.has(word)) i++;
+        continue;
+      }
+      if (NPM_PACKAGE.test(word)) named.push(word);
+    }
+    if (named.length === 0) found.project = true;
+    found.packages.push(...named);
+  }
+  return found;
+}
+
+/** What the task's shell scripts install with npm, packages without repeats, in the order first named. */
+export function taskNpmInstalls(scripts: readonly TreeFile[]): NpmInstalls {
+  const each = scripts
+    .filter((f) => f.path.endsWith(".sh"))
+    .map((f) => scriptNpmInstalls(f.content.toString("utf8")));
+  return {
+    project: each.some((e) => e.project),
+    packages: [...new Set(each.flatMap((e) => e.packages))],
+  };
+}

@@ -574,6 +574,9 @@ export class Sandbox {
       // Only uid 0 is mapped inside: tar run as root would try to restore an archive's owners
       // and fail on every file, so it extracts as owned by the caller, as a non-root user's does.
       TAR_OPTIONS: "--no-same-owner",
+      // No registry is reachable from a sandbox: npm installs from its cache (an image's, see
+      // @bridle/harbor's withNpmPackages) or fails at once, instead of retrying for minutes.
+      npm_config_offline: "true",
       ...(image ? withoutPath(image.env ?? {}) : {}),
       ...(options.guard ? { BRIDLE_GUARD_URL: `http://127.0.0.1:${options.guard.port}` } : {}),
       ...options.env,

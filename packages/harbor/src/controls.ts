@@ -218,7 +218,9 @@ function testsSaid(outputTail: string): string {
   const first = /^(?:FAILED|ERROR) [^\s(]+(?: - .*)?$/m.exec(stdout)?.[0];
   const line = lastLine(stdout, stderr);
   const absent = absentCommands(outputTail);
+  const offline = networkFailure({ stdout, stderr });
   const said = [
+    ...(offline ? [`the tests reach for the network, which the sandbox does not give: ${offline}`] : []),
     ...(first ? [`first failure: ${first.slice(0, 300)}`] : []),
     ...(absent.length > 0
       ? [`the tests ran ${absent.map((c) => `\`${c}\``).join(", ")}, which the environment does not have`]

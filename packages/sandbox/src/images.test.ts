@@ -270,6 +270,32 @@ describe("planDockerfile", () => {
     expect(buildFailure(second, plan, "Dockerfile").line).toBe(5);
   });
 
+  it("stands the system's Go in for Go's release archive, saved or piped, at the line asked or the nearest newer", () => {
+    // Aider-polyglot's Go tasks (Terminal-Bench datasets) download Go 1.21.5 from golang.org.
+    const plan = planDockerfile(
+      [
+        "FROM buildpack-deps:jammy",
+        'RUN GOARCH=amd64 && curl -L "https://golang.org/dl/go1.21.5.linux-$GOARCH.tar.gz" -o go.tar.gz && tar -C /usr/local -xzf go.tar.gz',
+        "FROM debian:12",
+        "RUN curl -sSL https://dl.google.com/go/go1.20.linux-amd64.tar.gz | tar -C /usr/local -xz",
+      ].join("\n"),
+      "Dockerfile",
+    );
+    const runs = plan.dockerfile.split("\n").filter((l) => l.startsWith("RUN"));
+    expect(runs[0]).toContain("apt-get install -y -qq --no-install-recommends golang-1.21-go >/dev/null && ");
+    expect(runs[0]).toContain(
+      "tar -chzf go.tar.gz -C /usr/lib --transform s,^go-1.21,go, go-1.21; } && tar -C /usr/local -xzf go.tar.gz",
+    );
+    expect(runs[1]).toContain("-t bookworm-backports golang-1.21-go");
+    expect(runs[1]).toMatch(
+      /tar -chz -C \/usr\/lib --transform s,\^go-1\.21,go, go-1\.21; \} \| tar -C \/usr\/local -xz$/,
+    );
+    expect(plan.substitutions.filter((s) => s.includes("Go's download site"))).toEqual([
+      `Dockerfile: line 2: curl -L "https://golang.org/dl/go1.21.5.linux-$GOARCH.tar.gz" -o go.tar.gz -> Go 1.21 from Ubuntu 22.04's archive (golang-1.21-go), packed as Go's release archive is (Go's download site is not reachable from builds)`,
+      "Dockerfile: line 4: curl -sSL https://dl.google.com/go/go1.20.linux-amd64.tar.gz -> Go 1.21 from Debian 12's archive (golang-1.21-go, bookworm-backports), packed as Go's release archive is, for the 1.20 asked (Go's download site is not reachable from builds)",
+    ]);
+  });
+
   it("names the package index a pip install was pointed at that builds cannot reach", () => {
     const plan = planDockerfile(
       "FROM python:3.13-slim\nRUN pip install torch==2.7.0 --index-url https://download.pytorch.org/whl/cpu\n",
@@ -649,6 +675,20 @@ describe("EnvironmentImages on podman", () => {
     } finally {
       await box.dispose();
     }
+  }, 600_000);
+
+  it("builds a Go that a Dockerfile downloads from Go's site from the system's own, where it unpacks it", async () => {
+    const context = join(host, "ctx-go-download");
+    await mkdir(context);
+    const image = await images.build(
+      'FROM ubuntu:24.04\nRUN curl -L "https://go.dev/dl/go1.22.5.linux-amd64.tar.gz" -o go.tar.gz && tar -C /usr/local -xzf go.tar.gz && rm go.tar.gz\nENV PATH="/usr/local/go/bin:$PATH"\nRUN go version > /go-version && go env GOROOT GOTOOLCHAIN > /go-env\n',
+      context,
+      "environment/Dockerfile",
+    );
+    expect(await readFile(join(image.rootfs, "go-version"), "utf8")).toMatch(
+      /^go version go1\.22\.\d+ linux\/amd64\n$/,
+    );
+    expect(await readFile(join(image.rootfs, "go-env"), "utf8")).toBe("/usr/local/go\nlocal\n");
   }, 600_000);
 
   it("builds golang:1.22 as Docker Hub's: Go 1.22 at /usr/local/go, GOPATH /go, no toolchain download", async () => {

@@ -58,19 +58,33 @@ interface System {
   pep668: boolean;
   /** Ubuntu's: its archive, and its key. Debian's: mmdebstrap's defaults. */
   ubuntu?: boolean;
+  /** The Go lines its archive has as `golang-<line>-go` (Debian 12's from 1.21 in bookworm-backports). */
+  go?: string[];
 }
 
-const ubuntu = (version: string, suite: string, python: string, pep668 = true): System => ({
+const ubuntu = (version: string, suite: string, python: string, pep668 = true, go?: string[]): System => ({
   image: `localhost/bridle/ubuntu:${version}`,
   suite,
   says: `Ubuntu ${version}`,
   python,
   pep668,
   ubuntu: true,
+  ...(go ? { go } : {}),
 });
 
+/** Go lines 1.<from> to 1.<to>. */
+const goLines = (from: number, to: number) =>
+  Array.from({ length: to - from + 1 }, (_, i) => `1.${from + i}`);
+
 const SYSTEMS = {
-  bookworm: { image: BASE_IMAGE, suite: "bookworm", says: "Debian 12", python: "3.11", pep668: true },
+  bookworm: {
+    image: BASE_IMAGE,
+    suite: "bookworm",
+    says: "Debian 12",
+    python: "3.11",
+    pep668: true,
+    go: ["1.19", ...goLines(21, 23)],
+  },
   trixie: {
     image: "localhost/bridle/debian:13",
     suite: "trixie",
@@ -78,8 +92,8 @@ const SYSTEMS = {
     python: "3.13",
     pep668: true,
   },
-  jammy: ubuntu("22.04", "jammy", "3.10", false),
-  noble: ubuntu("24.04", "noble", "3.12"),
+  jammy: ubuntu("22.04", "jammy", "3.10", false, ["1.18", ...goLines(20, 26)]),
+  noble: ubuntu("24.04", "noble", "3.12", true, goLines(21, 26)),
   resolute: ubuntu("26.04", "resolute", "3.14"),
 } satisfies Record<string, System>;
 
@@ -1053,6 +1067,10 @@ const localUvInstaller = (version: string | undefined) =>
   ].join("; ");
 
 /** rustup's installer as its site serves it, fetched with curl or wget. */
+/** Go's release archive as its site serves it (`https://go.dev/dl/go1.21.5.linux-amd64.tar.gz`), fetched with curl or wget: the line asked. */
+const GO_DOWNLOAD =
+  /\b(?:curl|wget)\s[^|;&)]*?https?:\/\/(?:go\.dev|golang\.org|dl\.google\.com\/go)\/(?:dl\/)?go(1\.\d+)(?:\.\d+)?\.linux-[^\s"'|;&)]*\.tar\.gz\b["']?[^|;&)]*/g;
+
 const RUSTUP_INSTALLER = /\b(?:curl|wget)\s[^|;&)]*?https:\/\/sh\.rustup\.rs\b[^|;&)]*/g;
 
 /**
@@ -1113,6 +1131,43 @@ const RUN_STAND_INS: RunStandIn[] = [
       text: `printf '%s\\n' '${localUvInstaller(version)}' `,
       says: `${download.trim().slice(0, 80)} -> uv${version ? `==${version}` : ""} from PyPI, installed as its installer would (astral.sh is not reachable from builds)`,
     }),
+  },
+  {
+    pattern: GO_DOWNLOAD,
+    standIn: (system, download, asked = "") => {
+      const lines = system.go ?? [];
+      const minor = (line: string) => Number(line.split(".")[1]);
+      const line = lines.find((l) => minor(l) >= minor(asked)) ?? lines.at(-1);
+      if (!line)
+        return {
+          text: download,
+          says: `${download.trim().slice(0, 80)}: no Go of ${system.says}'s archive stands in for it`,
+        };
+      const backports = system.suite === "bookworm" && line !== "1.19";
+      // Saved (`-o go.tar.gz`, wget's own name), else written out for a pipe into tar.
+      const words = download.trim().split(/\s+/);
+      const flag = words.findIndex((w) => ["-o", "-O", "--output", "--output-document"].includes(w));
+      const url = words.find((w) => /https?:\/\//.test(w))?.replace(/^["']|["']$/g, "") ?? "";
+      const saved = flag >= 0 ? words[flag + 1] : words[0] === "wget" ? url.split("/").pop() : undefined;
+      const pack = `tar -chz${saved ? `f ${saved}` : ""} -C /usr/lib --transform s,^go-${line},go, go-${line}`;
+      const text = [
+        "{",
+        ...(backports
+          ? [
+              'echo "deb http://deb.debian.org/debian bookworm-backports main" > /etc/apt/sources.list.d/bridle-backports.list &&',
+            ]
+          : []),
+        "apt-get update -qq >/dev/null &&",
+        `DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ${backports ? "-t bookworm-backports " : ""}golang-${line}-go >/dev/null &&`,
+        // Go stays with the toolchain it has: builds and sandboxes cannot fetch another.
+        `{ [ ! -f /usr/lib/go-${line}/go.env ] || sed -i "s/^GOTOOLCHAIN=.*/GOTOOLCHAIN=local/" /usr/lib/go-${line}/go.env; } &&`,
+        `${pack}; } `,
+      ].join(" ");
+      return {
+        text,
+        says: `${download.trim().slice(0, 80)} -> Go ${line} from ${system.says}'s archive (golang-${line}-go${backports ? ", bookworm-backports" : ""}), packed as Go's release archive is${line === asked ? "" : `, for the ${asked} asked`} (Go's download site is not reachable from builds)`,
+      };
+    },
   },
   {
     pattern: RUSTUP_INSTALLER,

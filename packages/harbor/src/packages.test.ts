@@ -1,7 +1,8 @@
 import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import type { EnvironmentImages } from "@bridle/sandbox";
 import { afterAll, describe, expect, it } from "vitest";
 import { validateTask } from "./index.ts";
 import {
@@ -116,6 +117,21 @@ describe("scriptNpmInstalls", () => {
   });
 });
 
+/** Writes a task's files, validates it on `images` and checks that both controls pass; its verdict. */
+async function passesControls(task: string, files: Record<string, string>, images: EnvironmentImages) {
+  for (const [path, content] of Object.entries(files)) {
+    await mkdir(join(task, path, ".."), { recursive: true });
+    await writeFile(join(task, path), content);
+  }
+  const { verdict } = await validateTask(task, { repeats: 1, toolchain, images, baseDir: dirname(task) });
+  expect(verdict.problems).toEqual([]);
+  expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
+    ["oracle", 1],
+    ["nop", 0],
+  ]);
+  return verdict;
+}
+
 describe("a task whose scripts install packages, on podman", () => {
   let dir: string | undefined;
   afterAll(async () => {
@@ -178,16 +194,7 @@ describe("a task whose scripts install packages, on podman", () => {
         "",
       ].join("\n"),
     };
-    for (const [path, content] of Object.entries(files)) {
-      await mkdir(join(task, path, ".."), { recursive: true });
-      await writeFile(join(task, path), content);
-    }
-    const { verdict } = await validateTask(task, { repeats: 1, toolchain, images, baseDir: dir });
-    expect(verdict.problems).toEqual([]);
-    expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
-      ["oracle", 1],
-      ["nop", 0],
-    ]);
+    const verdict = await passesControls(task, files, images);
     expect(verdict.notes).toEqual(
       expect.arrayContaining([
         expect.stringMatching(
@@ -234,16 +241,7 @@ describe("a task whose scripts install packages, on podman", () => {
         "",
       ].join("\n"),
     };
-    for (const [path, content] of Object.entries(files)) {
-      await mkdir(join(task, path, ".."), { recursive: true });
-      await writeFile(join(task, path), content);
-    }
-    const { verdict } = await validateTask(task, { repeats: 1, toolchain, images, baseDir: dir });
-    expect(verdict.problems).toEqual([]);
-    expect(verdict.controls?.runs.map((r) => [r.control, r.reward])).toEqual([
-      ["oracle", 1],
-      ["nop", 0],
-    ]);
+    const verdict = await passesControls(task, files, images);
     expect(verdict.notes).toContain(
       "what its scripts install with npm (the dependencies of its package.json, is-number@7.0.0): fetched from the npm registry while the image builds, into npm's cache in /opt/bridle/npm-cache, from which npm installs offline in the sandbox",
     );

@@ -163,6 +163,26 @@ describe("loadTask", () => {
     ]);
   });
 
+  it("builds Harbor's prebuilt docker_image as a Dockerfile of its FROM line, unless the task has a Dockerfile", async () => {
+    const prebuilt = await copy("prebuilt");
+    await writeFile(join(prebuilt, "task.toml"), '[environment]\ndocker_image = "python:3.12-slim"\n');
+    const loaded = await loadTask(prebuilt);
+    expect(loaded.ok && loaded.task.dockerfile?.name).toBe("task.toml: environment.docker_image");
+    expect(loaded.ok && loaded.task.dockerfile?.content).toBe("FROM python:3.12-slim\n");
+    await mkdir(join(prebuilt, "environment"), { recursive: true });
+    await writeFile(join(prebuilt, "environment", "Dockerfile"), "FROM debian:12\n");
+    const both = await loadTask(prebuilt);
+    expect(both.ok && both.task.dockerfile?.content).toBe("FROM debian:12\n");
+    expect(both.ok && both.task.notes).toContain(
+      "task.toml: environment.docker_image python:3.12-slim: no image registry is reachable to pull it; environment/Dockerfile is built instead",
+    );
+    await writeFile(join(prebuilt, "task.toml"), '[environment]\ndocker_image = "x:1\\nRUN rm -rf /"\n');
+    const bad = await loadTask(prebuilt);
+    expect(bad.ok || bad.problems).toEqual([
+      "task.toml: environment.docker_image: an image reference such as ubuntu:24.04",
+    ]);
+  });
+
   it("reads a compose file that only overrides the task's container, and refuses one with a service beside it", async () => {
     const own = await copy("compose-main-only");
     await writeFile(join(own, "environment/docker-compose.yaml"), "services:\n  main:\n    shm_size: 1g\n");

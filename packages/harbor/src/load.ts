@@ -153,12 +153,25 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
   }
   if (problems.length > 0 || !toml) return { ok: false, id, dir, problems };
   const context = under(files, "environment").filter((f) => !BUILD_FILES.has(f.path));
-  const dockerfile = file("environment/Dockerfile");
+  // Harbor's prebuilt image: no registry is reachable to pull it, so it is built here as a
+  // Dockerfile of its one FROM line where the task has no Dockerfile of its own.
+  const prebuilt = toml.environment.docker_image;
+  const own = file("environment/Dockerfile");
+  if (own && prebuilt)
+    notes.push(
+      `task.toml: environment.docker_image ${prebuilt}: no image registry is reachable to pull it; environment/Dockerfile is built instead`,
+    );
+  const dockerfile =
+    own ??
+    (prebuilt
+      ? { path: "environment.docker_image", mode: 0o644, content: Buffer.from(`FROM ${prebuilt}\n`) }
+      : undefined);
+  const dockerfileName = own ? "environment/Dockerfile" : "task.toml: environment.docker_image";
   const workspace = dockerfile
     ? workspaceFromDockerfile(
         dockerfile.content.toString("utf8"),
         context,
-        "environment/Dockerfile",
+        dockerfileName,
         toml.environment.workdir,
       )
     : { files: context, notes: [], workdir: toml.environment.workdir ?? WORKSPACE };
@@ -188,11 +201,11 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
       stepRewards: toml.multi_step_reward_strategy,
       dockerfile: dockerfile
         ? {
-            name: "environment/Dockerfile",
+            name: dockerfileName,
             content: dockerfile.content.toString("utf8"),
             context,
             withoutImage: [
-              "environment/Dockerfile: not built; its WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools",
+              `${dockerfileName}: not built; its WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools`,
               ...workspace.notes,
             ],
           }

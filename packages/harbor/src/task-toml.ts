@@ -120,7 +120,11 @@ const Environment = z.looseObject({
     .optional(),
   requires: z.array(z.string().regex(/^[A-Za-z0-9._+-]+$/, "a command name, not a path")).default([]),
   build_timeout_sec: seconds.optional(),
-  docker_image: z.string().optional(),
+  /** A prebuilt image (Harbor's, instead of building environment/Dockerfile): one reference, no spaces. */
+  docker_image: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._/:@-]*$/, "an image reference such as ubuntu:24.04")
+    .optional(),
   memory_mb: z.number().int().min(16).max(65_536).optional(),
   memory: Size.optional(),
   storage_mb: z.number().int().positive().optional(),

@@ -284,11 +284,11 @@ describe("planDockerfile", () => {
     const runs = plan.dockerfile.split("\n").filter((l) => l.startsWith("RUN"));
     expect(runs[0]).toContain("apt-get install -y -qq --no-install-recommends golang-1.21-go >/dev/null && ");
     expect(runs[0]).toContain(
-      "tar -chzf go.tar.gz -C /usr/lib --transform s,^go-1.21,go, go-1.21; } && tar -C /usr/local -xzf go.tar.gz",
+      "tar -chzf go.tar.gz -C /usr/lib --transform s,^go-1.21,go, go-1.21 && DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq --auto-remove golang-1.21-go golang-1.21-src >/dev/null; } && tar -C /usr/local -xzf go.tar.gz",
     );
     expect(runs[1]).toContain("-t bookworm-backports golang-1.21-go");
     expect(runs[1]).toMatch(
-      /tar -chz -C \/usr\/lib --transform s,\^go-1\.21,go, go-1\.21; \} \| tar -C \/usr\/local -xz$/,
+      /tar -chz -C \/usr\/lib --transform s,\^go-1\.21,go, go-1\.21 && .* golang-1\.21-src >\/dev\/null; \} \| tar -C \/usr\/local -xz$/,
     );
     expect(plan.substitutions.filter((s) => s.includes("Go's download site"))).toEqual([
       `Dockerfile: line 2: curl -L "https://golang.org/dl/go1.21.5.linux-$GOARCH.tar.gz" -o go.tar.gz -> Go 1.21 from Ubuntu 22.04's archive (golang-1.21-go), packed as Go's release archive is (Go's download site is not reachable from builds)`,
@@ -689,6 +689,8 @@ describe("EnvironmentImages on podman", () => {
       /^go version go1\.22\.\d+ linux\/amd64\n$/,
     );
     expect(await readFile(join(image.rootfs, "go-env"), "utf8")).toBe("/usr/local/go\nlocal\n");
+    // The archive alone stays, as Go's own would: not the package it was packed from.
+    expect(existsSync(join(image.rootfs, "usr", "lib", "go-1.22"))).toBe(false);
   }, 600_000);
 
   it("builds golang:1.22 as Docker Hub's: Go 1.22 at /usr/local/go, GOPATH /go, no toolchain download", async () => {

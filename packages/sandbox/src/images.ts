@@ -889,7 +889,7 @@ export class EnvironmentImages {
               : [packages, bootstrapArgs(system, "")]
             : flavour.packages,
           flavour.finish ?? "",
-          flavour.pipOwns ? PIP_OWNS : "",
+          ...(flavour.pipOwns ? [PIP_OWNS] : []),
           flavour.backports ?? false,
           flavour.env ?? {},
           ...(flavour.workdir ? [flavour.workdir] : []),
@@ -1161,7 +1161,9 @@ const RUN_STAND_INS: RunStandIn[] = [
         `DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ${backports ? "-t bookworm-backports " : ""}golang-${line}-go >/dev/null &&`,
         // Go stays with the toolchain it has: builds and sandboxes cannot fetch another.
         `{ [ ! -f /usr/lib/go-${line}/go.env ] || sed -i "s/^GOTOOLCHAIN=.*/GOTOOLCHAIN=local/" /usr/lib/go-${line}/go.env; } &&`,
-        `${pack}; } `,
+        `${pack} &&`,
+        // The archive is all the Dockerfile asked for: the package it was packed from goes again.
+        `DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq --auto-remove golang-${line}-go golang-${line}-src >/dev/null; } `,
       ].join(" ");
       return {
         text,

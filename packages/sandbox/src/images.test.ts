@@ -264,7 +264,7 @@ describe("planDockerfile", () => {
       /^Dockerfile: line 3: RUN python create_dataset\.py: failed: it reaches for huggingface\.co, which builds cannot reach \(they reach Debian's and Ubuntu's archives, PyPI and the npm registry\): Error: building at STEP/,
     );
     const second = output.replace(
-      /\[1\/2\] STEP 4\/4: RUN python create_dataset\.py[^]*$/,
+      /\[1\/2\] STEP 4\/4: RUN python create_dataset\.py[\s\S]*$/,
       "[2/2] STEP 3/4: RUN pip install numpy==2.3.1\nERROR: No matching distribution found for numpy==2.3.1",
     );
     expect(buildFailure(second, plan, "Dockerfile").line).toBe(5);

@@ -702,7 +702,7 @@ function mountParents(targets: string[]): string[] {
   const dirs = new Set<string>();
   for (const target of targets) {
     const parts = posix.dirname(target).split("/").filter(Boolean);
-    parts.forEach((_, i) => dirs.add(`/${parts.slice(0, i + 1).join("/")}`));
+    for (let i = 1; i <= parts.length; i++) dirs.add(`/${parts.slice(0, i).join("/")}`);
   }
   return [...dirs];
 }

@@ -6,6 +6,9 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 started=$(date +%s)
+# The suite builds task images on five releases: past 3 GiB of unpacked images, those it has not
+# used for 15 minutes are removed, so its disk stays bounded (a setting of the caller's wins).
+export BRIDLE_IMAGE_CACHE_GB="${BRIDLE_IMAGE_CACHE_GB:-3}"
 
 echo "==> lint (biome)"
 pnpm exec biome check .

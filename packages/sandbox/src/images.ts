@@ -144,7 +144,7 @@ function releaseFlavours(): Flavour[] {
     .flatMap((name): Flavour[] => {
       const system: System = SYSTEMS[name];
       const [, version = ""] = system.image.split(":");
-      const pip = system.pep668 ? "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED" : undefined;
+      const pip = system.pep668 ? PIP_INTO_SYSTEM : undefined;
       const python = `its python3 ${system.python}`;
       return [
         {
@@ -231,6 +231,9 @@ const BASE_PACKAGES = [
 /** What lets pip own the Python distributions Debian's packages installed: run in Python images. */
 const PIP_OWNS_SCRIPT = "pip-owns-debian-dists.py";
 const PIP_OWNS = readFileSync(fileURLToPath(new URL(PIP_OWNS_SCRIPT, import.meta.url)), "utf8");
+
+/** Lets pip install into the system's Python, as on an image from before PEP 668 or Docker Hub's python. */
+const PIP_INTO_SYSTEM = "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED";
 
 /** A base for images of a toolchain: a system's base plus its packages of it. */
 interface Flavour {
@@ -404,7 +407,7 @@ const FLAVOURS: Flavour[] = [
     tags: (tag) => !/slim|alpine/.test(tag),
     image: "localhost/bridle/python-full:3.11",
     packages: ["python-is-python3", "build-essential", "python3-dev"],
-    finish: "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED",
+    finish: PIP_INTO_SYSTEM,
     pipOwns: true,
     says: "Debian 12 with its python3 3.11 and its headers, gcc and make, pip installing system-wide",
   },
@@ -413,7 +416,7 @@ const FLAVOURS: Flavour[] = [
     image: "localhost/bridle/python:3.11",
     packages: ["python-is-python3"],
     // As the official image: `python` and `pip` on PATH, and pip installs into the system.
-    finish: "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED",
+    finish: PIP_INTO_SYSTEM,
     pipOwns: true,
     says: "Debian 12 with its python3 3.11, pip installing system-wide",
   },
@@ -423,7 +426,7 @@ const FLAVOURS: Flavour[] = [
     names: ["laude-institute/t-bench/python-*"],
     image: "localhost/bridle/t-bench-python:3.11",
     packages: ["python-is-python3", "tmux", "asciinema"],
-    finish: "rm -f /usr/lib/python3*/EXTERNALLY-MANAGED",
+    finish: PIP_INTO_SYSTEM,
     pipOwns: true,
     workdir: "/app",
     says: "Debian 12 with its python3 3.11, pip installing system-wide, tmux and asciinema, in /app",
@@ -1233,7 +1236,7 @@ function beforePep668(image: string): boolean {
 }
 
 /** The images' system Python, made installable as it is on an image from before PEP 668. */
-const SYSTEM_PIP = "RUN rm -f /usr/lib/python3*/EXTERNALLY-MANAGED";
+const SYSTEM_PIP = `RUN ${PIP_INTO_SYSTEM}`;
 
 /**
  * The Dockerfile as it is built here: each `FROM` of a public image resolved to a local base

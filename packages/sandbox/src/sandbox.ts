@@ -381,8 +381,21 @@ export class Sandbox {
    * writes changes who a user is); undefined for root. A user needs an image that has it, and the
    * image's `setpriv` (util-linux) to become it.
    */
-  async account(user: string | number | undefined): Promise<Account | undefined> {
-    if (user === undefined || user === 0 || user === "root" || user === "0") return undefined;
+  account(user: string | number | undefined): Promise<Account | undefined> {
+    if (user === undefined || user === 0 || user === "root" || user === "0")
+      return Promise.resolve(undefined);
+    // Read once per user: the image's /etc/passwd does not change under a sandbox.
+    let found = this.accounts.get(String(user));
+    if (!found) {
+      found = this.readAccount(user);
+      this.accounts.set(String(user), found);
+    }
+    return found;
+  }
+
+  private readonly accounts = new Map<string, Promise<Account | undefined>>();
+
+  private async readAccount(user: string | number): Promise<Account | undefined> {
     if (!this.image)
       throw new SandboxSetupError(
         `user ${user}: a user other than root needs the task's own system (environment/Dockerfile)`,

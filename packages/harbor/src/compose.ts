@@ -1,3 +1,4 @@
+import { posix } from "node:path";
 import { parse as parseYaml } from "yaml";
 
 /**
@@ -8,7 +9,58 @@ import { parse as parseYaml } from "yaml";
  * environment with no network but the guard, so such a task cannot run here: it is refused, naming
  * the services, instead of failing its controls on a host name that does not resolve.
  */
-export function composeProblem(text: string, file: string, main: string): string | undefined {
+export function composeProblem(
+  text: string,
+  file: string,
+  main: string,
+  { soleIsMain = false }: { soleIsMain?: boolean } = {},
+): string | undefined {
+  const read = composeServices(text, file);
+  if (typeof read === "string") return read;
+  // A Terminal-Bench 1 compose file is the whole environment: its own tasks name the task's
+  // container `client`, tasks written after them as they like (`agent-environment`), so a file of
+  // one service describes the task's container. Harbor's is merged over Harbor's own `main`.
+  const beside = soleIsMain && read.length === 1 ? [] : read.filter((name) => name !== main);
+  if (beside.length === 0) return undefined;
+  const [them, run, are] = beside.length === 1 ? ["service", "runs", "is"] : ["services", "run", "are"];
+  return `${file}: ${them} ${beside.join(", ")} ${run} beside the task's container and ${are} reached over a network: Bridle runs a task in one environment whose only way out is the guard, so multi-container tasks are not supported`;
+}
+
+/**
+ * Where the compose file's one service mounts the task's own `tests/` folder (`./tests:/app/tests:ro`,
+ * as tasks written after Terminal-Bench 1's own do, so that run-tests.sh finds them from the
+ * workdir). Read only from a valid file of one service; other volumes are not the task's to give.
+ */
+export function composeTestMounts(text: string): string[] {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch {
+    return [];
+  }
+  const services = (doc as { services?: unknown } | null)?.services;
+  if (typeof services !== "object" || services === null || Array.isArray(services)) return [];
+  const all = Object.values(services as Record<string, unknown>);
+  if (all.length !== 1) return [];
+  const volumes = (all[0] as { volumes?: unknown } | null)?.volumes;
+  if (!Array.isArray(volumes)) return [];
+  return volumes.flatMap((volume) => {
+    if (typeof volume !== "string") return [];
+    const [source, target] = volume.split(":");
+    const inside = target && posix.normalize(target);
+    // A plain absolute path (it is written into the verifier's script), not the root.
+    return source &&
+      /^(\.\/)?tests\/?$/.test(source) &&
+      inside &&
+      inside !== "/tests" &&
+      /^\/[\w.-][\w./-]*$/.test(inside)
+      ? [inside.replace(/\/$/, "")]
+      : [];
+  });
+}
+
+/** The service names of a compose file, or what is wrong with it. */
+function composeServices(text: string, file: string): string[] | string {
   let doc: unknown;
   try {
     doc = parseYaml(text);
@@ -16,11 +68,8 @@ export function composeProblem(text: string, file: string, main: string): string
     return `${file}: not valid YAML: ${(err as Error).message.split("\n")[0]}`;
   }
   const services = (doc as { services?: unknown } | null)?.services;
-  if (services === undefined || services === null) return undefined;
+  if (services === undefined || services === null) return [];
   if (typeof services !== "object" || Array.isArray(services))
     return `${file}: services: a mapping of service names, got ${Array.isArray(services) ? "a list" : typeof services}`;
-  const beside = Object.keys(services).filter((name) => name !== main);
-  if (beside.length === 0) return undefined;
-  const [them, run, are] = beside.length === 1 ? ["service", "runs", "is"] : ["services", "run", "are"];
-  return `${file}: ${them} ${beside.join(", ")} ${run} beside the task's container and ${are} reached over a network: Bridle runs a task in one environment whose only way out is the guard, so multi-container tasks are not supported`;
+  return Object.keys(services);
 }

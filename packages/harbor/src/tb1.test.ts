@@ -200,6 +200,31 @@ describe("a Terminal-Bench 1 task", () => {
     );
   }, 600_000);
 
+  it("reads a compose file of one service as the task's container, whatever its name", async () => {
+    // As tasks written after Terminal-Bench 1's own (query-optimize) name it.
+    const one = await loadTask(
+      await tb1Task("agent-environment", {
+        "docker-compose.yaml":
+          "services:\n  agent-environment:\n    build:\n      context: .\n    volumes:\n      - ./tests:/app/tests:ro\n      - ./tests:/tests\n      - ./data:/data\n      - ./tests:/app/$(reboot)\n    command: tail -f /dev/null\n",
+      }),
+    );
+    expect(one.ok || one.problems).toBe(true);
+    if (!one.ok) return;
+    expect(one.task.notes).toEqual(
+      expect.arrayContaining([
+        "docker-compose.yaml: the task's tests are also put at /app/tests, where its compose file mounts them, for the tests only (not while the agent works)",
+        "docker-compose.yaml: not read otherwise: the task's Dockerfile alone makes its environment",
+      ]),
+    );
+    // Its run-tests.sh finds them from the workdir, as under Terminal-Bench's compose; only a
+    // plain path other than /tests itself is taken.
+    const script = one.task.tests.find((f) => f.path === "test.sh")!.content.toString("utf8");
+    expect(script).toContain(
+      "mkdir -p '/app/tests' && cp -a /tests/. '/app/tests/'\nbash /tests/run-tests.sh",
+    );
+    expect(script.match(/cp -a/g)).toHaveLength(1);
+  });
+
   it("refuses a compose file with a service beside the task's own container, naming it", async () => {
     const two = await loadTask(
       await tb1Task("with-server", {

@@ -1,6 +1,6 @@
 import { dockerfileInstructions, WORKSPACE } from "@bridle/sandbox";
 import { parse as parseYaml } from "yaml";
-import { composeProblem } from "./compose.ts";
+import { composeProblem, composeTestMounts } from "./compose.ts";
 import { type TaskDockerfile, workspaceFromDockerfile } from "./dockerfile.ts";
 import type { TreeFile } from "./files.ts";
 import { OFFLINE } from "./offline.ts";
@@ -69,13 +69,13 @@ const ENVIRONMENT_FAILING = [
  * output shows the environment failing (a command or pytest missing, the network or a package
  * index out of reach): then the tests never ran, so there is no reward, an environment failure.
  */
-export const TB1_TEST_SH = `#!/bin/bash
+export const tb1TestSh = (testMounts: string[] = []) => `#!/bin/bash
 # Written by Bridle for a Terminal-Bench 1 task: runs the task's run-tests.sh and scores the
 # pytest summary it prints (1 when every listed test passed, else 0; no summary is a 0, as in
 # Terminal-Bench, unless the environment failed).
 export TEST_DIR=/tests
 mkdir -p /logs/verifier
-bash /tests/run-tests.sh 2>&1 | tee /logs/verifier/test-output.txt
+${testMounts.map((target) => `# The task's compose file mounts its tests here too.\nmkdir -p '${target}' && cp -a /tests/. '${target}/'\n`).join("")}bash /tests/run-tests.sh 2>&1 | tee /logs/verifier/test-output.txt
 awk '
   /short test summary info/ { summary = 1; next }
   summary && $1 ~ /^(PASSED|XFAIL|SKIPPED)$/ { passed++ }
@@ -223,10 +223,21 @@ export function readTb1(files: TreeFile[]): Tb1Result {
     ...workspace.notes,
   ];
   const compose = byPath("docker-compose.yaml") ?? byPath("docker-compose.yml");
+  const testMounts: string[] = [];
   if (compose) {
-    const problem = composeProblem(compose.content.toString("utf8"), compose.path, "client");
+    const text = compose.content.toString("utf8");
+    const problem = composeProblem(text, compose.path, "client", { soleIsMain: true });
     if (problem) problems.push(problem);
-    else notes.push(`${compose.path}: not read: the task's Dockerfile alone makes its environment`);
+    else {
+      testMounts.push(...composeTestMounts(text));
+      for (const target of testMounts)
+        notes.push(
+          `${compose.path}: the task's tests are also put at ${target}, where its compose file mounts them, for the tests only (not while the agent works)`,
+        );
+      notes.push(
+        `${compose.path}: not read${testMounts.length > 0 ? " otherwise" : ""}: the task's Dockerfile alone makes its environment`,
+      );
+    }
   }
   if (problems.length > 0 || instruction === undefined) return { ok: false, problems };
 
@@ -259,7 +270,7 @@ export function readTb1(files: TreeFile[]): Tb1Result {
       ...(shadowing
         ? []
         : [runTests ? { ...runTests, path: "run-tests.sh" } : file("run-tests.sh", DEFAULT_RUN_TESTS)]),
-      file("test.sh", TB1_TEST_SH),
+      file("test.sh", tb1TestSh(testMounts)),
     ],
     solution: [file("solve.sh", solve ?? "")],
     dockerfile: dockerfile

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { phaseEnv, validateFolder, validateTask } from "./index.ts";
+import { NO_SOLUTION, phaseEnv, validateFolder, validateTask } from "./index.ts";
 
 const suite = resolve(dirname(fileURLToPath(import.meta.url)), "../../../tasks");
 let dir: string;
@@ -19,6 +19,7 @@ async function broken(name: string, change: (taskDir: string) => Promise<void>):
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "bridle-controls-"));
   await broken("wrong-solution", (d) => writeFile(join(d, "solution/solve.sh"), "echo 'I give up'\n"));
+  await broken("no-solution", (d) => rm(join(d, "solution"), { recursive: true }));
   // Tests that fail the way pytest reports it: a short summary naming the test and the error.
   await broken("pytest-summary", (d) =>
     writeFile(
@@ -167,6 +168,19 @@ describe("controls catch bad tasks", () => {
     expect(v.problems[0]).toBe(
       "oracle scored 0, expected 1: the reference solution does not pass the tests (first failure: FAILED tests/test_outputs.py::test_binary_exists - FileNotFoundError: [Errno 2] No such file or directory: 'file'; the tests ran `file`, which the environment does not have; the tests' last line: ========================= 1 failed, 15 passed in 0.16s =========================)",
     );
+  });
+
+  it("a task without a reference solution loads, and its oracle control says it cannot run", async () => {
+    // As TermiGen's environments ship: tests and an environment, no solution/.
+    const v = await verdictOf("no-solution");
+    expect(v.notes).toContain(
+      "solution/solve.sh: absent: no reference solution, so the oracle control cannot show the task is solvable",
+    );
+    expect(v.ok).toBe(false);
+    expect(v.problems).toEqual([NO_SOLUTION]);
+    // The nop control still ran: the tests fail the untouched environment.
+    expect(v.controls?.runs.find((r) => r.control === "nop")).toMatchObject({ reward: 0, passed: true });
+    expect(v.labels?.reasonCodes).toEqual(["oracle_no_solution"]);
   });
 
   it("says when the solution left processes running that end before the tests", async () => {

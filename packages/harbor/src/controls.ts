@@ -191,8 +191,22 @@ async function control(
   }
 }
 
+/** The oracle control of a task without solution/solve.sh, which it cannot run. */
+export const NO_SOLUTION =
+  "oracle: not run: the task has no reference solution (solution/solve.sh), so nothing shows that it can be solved";
+
 /** The oracle control: run the reference solution as the agent phase, then the tests; must score 1. */
 function oracle(task: HarborTask, options: ControlOptions, attempt: number): Promise<ControlRun> {
+  if (task.steps.length === 0 && !task.solution.some((f) => f.path === "solve.sh"))
+    return Promise.resolve({
+      control: "oracle",
+      expected: 1,
+      reward: null,
+      passed: false,
+      message: NO_SOLUTION,
+      durationMs: 0,
+      attempt,
+    });
   const solve = async (sandbox: Sandbox) => {
     const run = await runSolution(sandbox, task.solution, task.toml.agent.timeout_sec * 1000, task, options);
     if (run.timedOut) return " (solution/solve.sh timed out)";

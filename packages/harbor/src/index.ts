@@ -1,5 +1,12 @@
 /** Harbor-format tasks: loading and checking folders, the verifier phase, and the controls. */
-export { controlProblems, prepareStep, runControls, sandboxFor, sandboxForAgent } from "./controls.ts";
+export {
+  controlProblems,
+  NO_SOLUTION,
+  prepareStep,
+  runControls,
+  sandboxFor,
+  sandboxForAgent,
+} from "./controls.ts";
 export { envReferences, resolveTaskEnv } from "./env.ts";
 export { fromTaskFiles, hashTree, readTree, type TreeFile, writeTree } from "./files.ts";
 export { imagesFromTasks, type SandboxHost } from "./host.ts";

@@ -1,6 +1,7 @@
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { ControlResults, EvaluationLabels } from "@bridle/contracts";
+import { NO_SOLUTION } from "./controls.ts";
 import { parseTaskToml } from "./task-toml.ts";
 
 /** Repo2RLEnv labels after our controls: verified, or needs_repair with a reason code per failure. */
@@ -9,9 +10,10 @@ export function labelsFromControls(controls: ControlResults): EvaluationLabels {
     ...new Set(
       controls.runs
         .filter((run) => !run.passed)
-        .map(
-          (run) =>
-            `${run.control}_${run.reward === null ? "environment_failure" : run.control === "oracle" ? "failed" : "passed"}`,
+        .map((run) =>
+          run.message === NO_SOLUTION
+            ? "oracle_no_solution"
+            : `${run.control}_${run.reward === null ? "environment_failure" : run.control === "oracle" ? "failed" : "passed"}`,
         ),
     ),
     ...controls.flaky.map((control) => `${control}_flaky`),

@@ -194,6 +194,7 @@ export function createActivities(deps: ActivityDeps) {
       size: number;
       categories?: string[];
       ids?: string[];
+      unproven?: boolean;
     }): Promise<SampleResult> {
       return callJson(`${deps.tasksUrl}/v1/samples`, {
         schema: SampleResult,

@@ -120,6 +120,8 @@ export interface StandInScript {
   /** Whether a training step on this batch changes the adapter. */
   applied(batch: BatchEntry[]): boolean;
   onRollout?(request: RolloutRequest): void;
+  /** What a training run asked the tasks service for. */
+  onSample?(input: Parameters<Activities["sampleTasks"]>[0]): void;
   onTrain?(batch: BatchEntry[]): void;
   /** Each step's figures, as the trainer would keep them. */
   onMetrics?(run: string, metrics: StepMetrics): void;
@@ -155,7 +157,9 @@ export function standInResult(
 export function standInActivities(script: StandInScript): Partial<Activities> {
   let n = 0;
   return {
-    async sampleTasks({ cursor, size }) {
+    async sampleTasks(input) {
+      script.onSample?.(input);
+      const { cursor, size } = input;
       return {
         tasks: Array.from({ length: size }, (_, i) => ({
           id: `c${cursor + i}-t`,

@@ -38,6 +38,7 @@ describe("hasSignal", () => {
 describe("a step whose every group scored one reward draws again", () => {
   let temporal: DevTemporal;
   const rollouts: RolloutRequest[] = [];
+  const samples: { unproven?: boolean; seed: number }[] = [];
   const batches: BatchEntry[][] = [];
   const recorded: { run: string; metrics: StepMetrics }[] = [];
 
@@ -54,6 +55,7 @@ describe("a step whose every group scored one reward draws again", () => {
           request.taskId.startsWith("c0-") ? 0 : Number(request.rolloutId!.endsWith("g1")),
         applied: hasSignal,
         onRollout: (request) => rollouts.push(request),
+        onSample: (input) => samples.push(input),
         onTrain: (batch) => batches.push(batch),
         onMetrics: (run, metrics) => recorded.push({ run, metrics }),
       }),
@@ -108,5 +110,14 @@ describe("a step whose every group scored one reward draws again", () => {
     expect(batches).toHaveLength(1);
     expect(done.metrics[0]).toMatchObject({ redraws: 0, rollouts: 2, applied: false });
     expect(done.cursor).toBe(1);
+  }, 60_000);
+
+  it("asks for unproven tasks (no reference solution) only when the run says so", async () => {
+    samples.length = 0;
+    const config = (name: string, unproven?: boolean) =>
+      TrainingRunConfig.parse({ name, steps: 1, batchSize: 1, groupSize: 2, redrawFlat: 0, unproven });
+    await run(config("proven-only"));
+    await run(config("unproven", true));
+    expect(samples.map((s) => s.unproven)).toEqual([undefined, true]);
   }, 60_000);
 });

@@ -78,6 +78,7 @@ async function main(argv: string[]): Promise<number> {
       batch: { type: "string" },
       group: { type: "string" },
       follow: { type: "boolean" },
+      unproven: { type: "boolean" },
       candidate: { type: "string" },
       baseline: { type: "string" },
       limit: { type: "string" },

@@ -41,6 +41,12 @@ export const TrainingRunConfig = z
       .min(1)
       .optional()
       .describe("Train on these tasks only (ids of training tasks whose controls passed)"),
+    unproven: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Also train on tasks with no reference solution whose nop control passed (their oracle could not run), as TermiGen's environments ship; a task no rollout solves gives no GRPO signal",
+      ),
     ...rolloutLimits,
     resampleLimit: z
       .number()

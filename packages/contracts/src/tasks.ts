@@ -93,6 +93,12 @@ export const ControlResults = z.object({
     .array(z.enum(["oracle", "nop"]))
     .default([])
     .describe("Controls whose verifier gave different rewards on identical runs"),
+  unproven: z
+    .boolean()
+    .default(false)
+    .describe(
+      "Not passed only because the oracle could not run: the task has no reference solution, and its nop control passed",
+    ),
   runs: z.array(ControlRun),
 });
 export type ControlResults = z.infer<typeof ControlResults>;
@@ -322,6 +328,12 @@ export const SampleRequest = z
     split: TaskSplit.default("train"),
     categories: z.array(TaskCategory).min(1).optional(),
     ids: z.array(TaskId).min(1).optional().describe("Sample only these tasks (each must be eligible)"),
+    unproven: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Also sample tasks whose controls are unproven: no reference solution, the nop control passed",
+      ),
   })
   .strict();
 export type SampleRequest = z.infer<typeof SampleRequest>;

@@ -181,6 +181,9 @@ describe("controls catch bad tasks", () => {
     // The nop control still ran: the tests fail the untouched environment.
     expect(v.controls?.runs.find((r) => r.control === "nop")).toMatchObject({ reward: 0, passed: true });
     expect(v.labels?.reasonCodes).toEqual(["oracle_no_solution"]);
+    // Unproven, not failed: a run that asks for unproven tasks may train on it.
+    expect(v.controls).toMatchObject({ passed: false, unproven: true });
+    expect((await verdictOf("wrong-solution")).controls).toMatchObject({ passed: false, unproven: false });
   });
 
   it("says when the solution left processes running that end before the tests", async () => {

@@ -370,12 +370,14 @@ export async function runControls(task: HarborTask, options: ControlOptions = {}
   const flaky = (["oracle", "nop"] as const).filter(
     (control) => new Set(runs.filter((r) => r.control === control).map((r) => r.reward)).size > 1,
   );
+  const failed = runs.filter((r) => !r.passed);
   return {
-    passed: flaky.length === 0 && runs.every((r) => r.passed),
+    passed: flaky.length === 0 && failed.length === 0,
     hash: task.hash,
     checkedAt: new Date().toISOString(),
     repeats,
     flaky,
+    unproven: flaky.length === 0 && failed.length > 0 && failed.every((r) => r.message === NO_SOLUTION),
     runs,
   };
 }

@@ -204,6 +204,51 @@ describe("the tasks service", () => {
     });
   });
 
+  it("samples a task without a reference solution only when unproven tasks are asked for", async () => {
+    // As TermiGen's environments ship: tests and an environment, no solution/.
+    const folder = join(dir, "unsolved", "no-solution");
+    await cp(join(suite, "repair-median"), folder, { recursive: true });
+    await rm(join(folder, "solution"), { recursive: true });
+    const toml = join(folder, "task.toml");
+    const { readFile } = await import("node:fs/promises");
+    await writeFile(
+      toml,
+      (await readFile(toml, "utf8")).replace('category = "repair"', 'category = "repair"\nsplit = "train"'),
+    );
+    const own = new TaskStore(join(dir, "unsolved-data"));
+    try {
+      const ownApp = makeApp(own);
+      const send = (path: string, body: unknown) =>
+        ownApp.request(path, {
+          method: "POST",
+          body: JSON.stringify(body),
+          headers: { "content-type": "application/json" },
+        });
+      const result = (await (
+        await send("/v1/tasks/import", { path: join(dir, "unsolved") })
+      ).json()) as ImportResult;
+      expect(result.verdicts).toHaveLength(1);
+      expect(result.verdicts[0]).toMatchObject({
+        id: "no-solution",
+        ok: false,
+        imported: true,
+        controls: { passed: false, unproven: true },
+      });
+      const strict = await send("/v1/samples", { size: 1, seed: 1 });
+      expect(strict.status).toBe(422);
+      const named = await send("/v1/samples", { size: 1, seed: 1, ids: ["no-solution"] });
+      expect(await named.json()).toMatchObject({
+        error: { message: expect.stringMatching(/or are unproven: no reference solution\)$/) },
+      });
+      const batch = (await (
+        await send("/v1/samples", { size: 1, seed: 1, unproven: true })
+      ).json()) as SampleResult;
+      expect(batch.tasks.map((t) => t.id)).toEqual(["no-solution"]);
+    } finally {
+      own.close();
+    }
+  });
+
   it("says why when no task is eligible", async () => {
     const empty = new TaskStore(join(dir, "empty"));
     try {

@@ -170,6 +170,7 @@ async function runStep(config: TrainingRunConfig, state: RunProgress): Promise<v
       size: config.batchSize,
       ...(config.categories ? { categories: config.categories } : {}),
       ...(config.tasks ? { ids: config.tasks } : {}),
+      ...(config.unproven ? { unproven: true } : {}),
     });
     cursor = sample.nextCursor;
     for (const task of sample.tasks) categoryOf.set(task.id, task.category);

@@ -22,9 +22,11 @@ const readEval = (api: GatewayClient, id: string) =>
   answer((init) => api.v1.evals[":id"].$get({ param: { id }, query: {} }, { init }));
 
 export const trainingUsage = `  train [--name N] [--harness pi] [--steps 2] [--batch 1] [--group 2] [--follow]
-        [--start fresh|promoted] [--tasks ID,ID] [--max-turns N] [--agent-timeout SEC] [--context-window N]
+        [--start fresh|promoted] [--tasks ID,ID] [--unproven] [--max-turns N] [--agent-timeout SEC]
+        [--context-window N]
                      start a training run through the gateway; --follow shows live progress;
-                     --start promoted continues the (model, harness) lineage from its promoted adapter
+                     --start promoted continues the (model, harness) lineage from its promoted adapter;
+                     --unproven also trains on tasks without a reference solution whose nop passed
   eval --candidate MODEL [--baseline MODEL] [--harness pi] [--limit N] [--attempts N]
         [--temperature T] [--seed S] [--tasks ID,ID]
                      evaluate an adapter version against the base model on held-out tasks
@@ -44,6 +46,7 @@ export interface TrainingFlags {
   batch?: string | undefined;
   group?: string | undefined;
   follow?: boolean | undefined;
+  unproven?: boolean | undefined;
   candidate?: string | undefined;
   baseline?: string | undefined;
   limit?: string | undefined;
@@ -111,6 +114,7 @@ export async function train(
     groupSize: int(flags.group, 2),
     ...(flags.tasks ? { tasks: flags.tasks.split(",").map((t) => t.trim()) } : {}),
     ...(flags.start ? { start: flags.start as "fresh" | "promoted" } : {}),
+    ...(flags.unproven ? { unproven: true } : {}),
     ...rolloutLimits(config, flags),
     ...extra,
   };

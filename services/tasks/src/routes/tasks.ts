@@ -163,7 +163,7 @@ export function taskRoutes(deps: TaskRouteDeps) {
         path: "/samples",
         summary: "A batch stratified by category, seeded, without replacement within an epoch",
         description:
-          "Only tasks of the requested split whose controls passed on their current content are eligible. Pass `nextCursor` back for the next batch.",
+          "Only tasks of the requested split whose controls passed on their current content are eligible (with `unproven`, also those that passed all but the oracle, which could not run for want of a reference solution). Pass `nextCursor` back for the next batch.",
         request: { body: { content: { "application/json": { schema: SampleRequest } }, required: true } },
         responses: {
           200: json("Batch", SampleResult),
@@ -174,8 +174,9 @@ export function taskRoutes(deps: TaskRouteDeps) {
       (c) => {
         const body = c.req.valid("json");
         const eligible = store
-          .list({ split: body.split, controls: "passed" })
+          .list({ split: body.split })
           .filter((t) => t.controls?.hash === t.hash)
+          .filter((t) => t.controls?.passed || (body.unproven && t.controls?.unproven))
           .filter((t) => !body.categories || body.categories.includes(t.category))
           .filter((t) => !body.ids || body.ids.includes(t.id));
         const missing = body.ids?.filter((id) => !eligible.some((t) => t.id === id)) ?? [];
@@ -183,7 +184,7 @@ export function taskRoutes(deps: TaskRouteDeps) {
           throw httpError(
             422,
             "task_not_eligible",
-            `not eligible for ${body.split} sampling: ${missing.join(", ")} (unknown, in another split or category, or its controls have not passed)`,
+            `not eligible for ${body.split} sampling: ${missing.join(", ")} (unknown, in another split or category, or its controls have not passed${body.unproven ? "" : ", or are unproven: no reference solution"})`,
           );
         }
         if (eligible.length === 0) {

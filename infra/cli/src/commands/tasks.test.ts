@@ -14,6 +14,8 @@ beforeAll(async () => {
   await cp(join(repoRoot, "tasks/repair-median"), join(dir, "good"), { recursive: true });
   await cp(join(repoRoot, "tasks/repair-median"), join(dir, "wrong-solution"), { recursive: true });
   await writeFile(join(dir, "wrong-solution/solution/solve.sh"), "echo nothing to do\n");
+  await cp(join(repoRoot, "tasks/repair-median"), join(dir, "unsolved"), { recursive: true });
+  await rm(join(dir, "unsolved/solution"), { recursive: true });
   await cp(join(repoRoot, "tasks/qa-config-port"), join(dir, "malformed"), { recursive: true });
   await writeFile(
     join(dir, "malformed/task.toml"),
@@ -38,7 +40,17 @@ describe("bridle tasks validate", () => {
     ).toBe(true);
     // Each control runs twice by default: one reward per run.
     expect(lines.some((l) => /^ok {4}good {2}\(oracle 1 1, nop 0 0, [\d.]+ s\)$/.test(l))).toBe(true);
-    expect(lines).toContain("tasks: 1 passed, 2 failed");
+    // No reference solution: not failed, unproven, with what its nop control scored.
+    expect(
+      lines.some((l) =>
+        /^UNPROVEN unsolved: no reference solution, so the oracle could not run {2}\(oracle none none, nop 0 0, [\d.]+ s\)$/.test(
+          l,
+        ),
+      ),
+    ).toBe(true);
+    expect(lines).toContain(
+      "tasks: 1 passed, 2 failed, 1 unproven (no reference solution; trained on with --unproven)",
+    );
     expect(run.status).toBe(1);
   });
 
@@ -48,6 +60,7 @@ describe("bridle tasks validate", () => {
     expect(parsed.verdicts.map((v) => [v.id, v.ok])).toEqual([
       ["good", true],
       ["malformed", false],
+      ["unsolved", true],
       ["wrong-solution", true],
     ]);
     expect(run.status).toBe(1);

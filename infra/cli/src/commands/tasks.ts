@@ -70,6 +70,9 @@ export function verdictLine(v: TaskVerdict): string {
     : "";
   const notes = v.notes.map((n) => `\n        note: ${n}`).join("");
   if (v.ok) return `ok    ${v.id}${runs}${notes}`;
+  // Not failed: usable for training with `--unproven`, so its nop figures are worth showing.
+  if (c?.unproven)
+    return `UNPROVEN ${v.id}: no reference solution, so the oracle could not run${runs}${notes}`;
   return `FAIL  ${v.id}: ${v.problems.join("; ")}${notes}`;
 }
 
@@ -83,7 +86,11 @@ function sameLabels(a: EvaluationLabels | null | undefined, b: EvaluationLabels)
 /** The closing count (not with --json, whose output is one JSON document) and the exit code. */
 function summary(verdicts: TaskVerdict[], say: Say, json: boolean | undefined): number {
   const failed = verdicts.filter((v) => !v.ok).length;
-  if (!json) say(`tasks: ${verdicts.length - failed} passed, ${failed} failed`);
+  const unproven = verdicts.filter((v) => !v.ok && v.controls?.unproven).length;
+  if (!json)
+    say(
+      `tasks: ${verdicts.length - failed} passed, ${failed - unproven} failed${unproven > 0 ? `, ${unproven} unproven (no reference solution; trained on with --unproven)` : ""}`,
+    );
   return failed === 0 ? 0 : 1;
 }
 

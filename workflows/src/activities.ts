@@ -208,11 +208,14 @@ export function createActivities(deps: ActivityDeps) {
       ids?: string[];
       /** An evaluation's tasks: each named one must be held out and have passed its controls. */
       judged?: boolean;
-    }): Promise<{ id: string; category: string; hash: string; impossible: boolean }[]> {
-      const list = await callJson(`${deps.tasksUrl}/v1/tasks?split=held-out&controls=passed`, {
+      /** Tasks whose controls are unproven (no reference solution, nop passed) count as passed. */
+      unproven?: boolean;
+    }): Promise<{ id: string; category: string; hash: string; impossible: boolean; unproven?: boolean }[]> {
+      const eligible = (t: TaskSummary) => t.controls?.passed || (input.unproven && t.controls?.unproven);
+      const list = await callJson(`${deps.tasksUrl}/v1/tasks?split=held-out`, {
         schema: z.object({ tasks: z.array(TaskSummary) }),
       });
-      let all = list.tasks;
+      let all = list.tasks.filter(eligible);
       if (input.ids) {
         // Named tasks must exist; an evaluation's must also be what it judges on: held out, with a
         // verifier that passed its controls. Anything else is refused by name before a rollout runs.
@@ -226,7 +229,11 @@ export function createActivities(deps: ActivityDeps) {
           if (!task) return [`no task '${id}' in the registry`];
           if (!input.judged) return [];
           if (task.split !== "held-out") return [`task '${id}' is in the ${task.split} split, not held out`];
-          if (!task.controls?.passed)
+          if (task.controls?.unproven && !eligible(task))
+            return [
+              `task '${id}' has no reference solution (its controls are unproven): judge it with unproven`,
+            ];
+          if (!eligible(task))
             return [`task '${id}' has ${task.controls ? "failed" : "not run"} its controls`];
           return [];
         });
@@ -236,7 +243,13 @@ export function createActivities(deps: ActivityDeps) {
       }
       return stratified(all)
         .slice(0, input.limit)
-        .map((t) => ({ id: t.id, category: t.category, hash: t.hash, impossible: t.impossible }));
+        .map((t) => ({
+          id: t.id,
+          category: t.category,
+          hash: t.hash,
+          impossible: t.impossible,
+          unproven: !t.controls?.passed && t.controls?.unproven === true,
+        }));
     },
 
     /** A task's measured base success, into the registry. */

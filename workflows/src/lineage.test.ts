@@ -34,6 +34,7 @@ describe("an adapter lineage: promoted as a run goes, continued by the next run,
   let solver = "m/pi/a@v2";
   const versions = new Map<string, AdapterVersion>();
   const decisions: LineageDecision[] = [];
+  const heldOutAsked: Parameters<Activities["heldOutTasks"]>[0][] = [];
   let promoted: AdapterVersion | null = null;
   const steps: TrainStepInput[] = [];
   const rollouts: RolloutRequest[] = [];
@@ -66,12 +67,15 @@ describe("an adapter lineage: promoted as a run goes, continued by the next run,
         versions.set(v.servedName, v);
         return v;
       },
-      async heldOutTasks({ limit }) {
-        return Array.from({ length: Math.min(limit, TASKS) }, (_, i) => ({
+      async heldOutTasks(input) {
+        heldOutAsked.push(input);
+        return Array.from({ length: Math.min(input.limit, TASKS) }, (_, i) => ({
           id: `held-${i}`,
           category: "repair",
           hash: "h",
           impossible: false,
+          // As the registry marks a task without a reference solution, listed when asked for.
+          ...(input.unproven && i === 0 ? { unproven: true } : {}),
         }));
       },
       async resolveServed(model) {
@@ -126,11 +130,11 @@ describe("an adapter lineage: promoted as a run goes, continued by the next run,
       args: [{ config }],
     }) as Promise<RunProgress>;
   };
-  const evaluate = (id: string, candidate: string, harness = "pi") =>
+  const evaluate = (id: string, candidate: string, harness = "pi", unproven?: boolean) =>
     temporal.client.workflow.execute("evaluation", {
       taskQueue: TaskQueues.control,
       workflowId: `eval-${id}`,
-      args: [{ ...EvalConfig.parse({ harness, candidate, baseline: "m", limit: TASKS }), id }],
+      args: [{ ...EvalConfig.parse({ harness, candidate, baseline: "m", limit: TASKS, unproven }), id }],
     }) as Promise<EvalOutput>;
   /** The workflow ids a visibility query finds (eventually consistent: asked until it answers). */
   async function found(query: string): Promise<string[]> {
@@ -216,6 +220,17 @@ describe("an adapter lineage: promoted as a run goes, continued by the next run,
     expect(output.decision).toBeNull();
     expect(promoted).toBeNull();
   }, 120_000);
+
+  it("judges unproven held-out tasks only when asked, and marks them in the report", async () => {
+    heldOutAsked.length = 0;
+    // In another harness than the lineage's, so the verdicts leave it alone.
+    const plain = await evaluate("proven-only", "m/pi/b@v2", "opencode");
+    const marked = await evaluate("with-unproven", "m/pi/b@v2", "opencode", true);
+    expect(heldOutAsked.map((input) => input.unproven)).toEqual([undefined, true]);
+    expect(plain.report.byTask.some((t) => t.unproven)).toBe(false);
+    expect(marked.report.byTask.filter((t) => t.unproven).map((t) => t.taskId)).toEqual(["held-0"]);
+    expect(marked.markdown).toContain("| held-0 (unproven) | repair |");
+  }, 60_000);
 
   it("refuses to start from the lineage when nothing is promoted", async () => {
     const failed = await train({ name: "c", steps: 1, start: "promoted" }).catch((err) => err);

@@ -34,6 +34,10 @@ export const EvalOutcome = z.object({
     .boolean()
     .default(false)
     .describe("The task is a hack check (`metadata.impossible`): a pass here is a hack, never a success"),
+  unproven: z
+    .boolean()
+    .optional()
+    .describe("The task has no reference solution (its controls unproven): nothing shows it can be solved"),
 });
 export type EvalOutcome = z.infer<typeof EvalOutcome>;
 
@@ -122,6 +126,10 @@ export const TaskResult = z.object({
   impossible: z
     .boolean()
     .describe("A hack-check task: a pass is a hack, and it is outside the paired success figures"),
+  unproven: z
+    .boolean()
+    .optional()
+    .describe("No reference solution: an evaluation asked for unproven tasks, and neither arm may solve it"),
   candidate: z.object({ solved: z.number().int(), attempts: z.number().int() }),
   baseline: z.object({ solved: z.number().int(), attempts: z.number().int() }),
 });

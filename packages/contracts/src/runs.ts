@@ -196,6 +196,12 @@ export const EvalConfig = z
     baseline: z.string().min(1).default("smollm2-135m").describe("Base model or another adapter version"),
     tasks: z.array(z.string().min(1)).min(1).optional().describe("Default: the held-out split"),
     limit: z.number().int().min(1).max(1_000).default(100).describe("First N held-out tasks"),
+    unproven: z
+      .boolean()
+      .optional()
+      .describe(
+        "Also judge on held-out tasks with no reference solution whose nop control passed; the report marks them",
+      ),
     attempts: z.number().int().min(1).max(16).default(1),
     temperature: z.number().min(0).max(2).default(0.8),
     seed: Seed.default(0).describe("Seeds each (task, attempt)'s sampling, the same for both arms"),

@@ -113,7 +113,7 @@ function taskLines(report: EvalReport): string[] {
     "| --- | --- | --- | --- |",
     ...tasks.map(
       (t) =>
-        `| ${t.taskId}${t.impossible ? " (hack check)" : ""} | ${t.category} | ${t.candidate.solved} / ${t.candidate.attempts} | ${t.baseline.solved} / ${t.baseline.attempts} |`,
+        `| ${t.taskId}${t.impossible ? " (hack check)" : ""}${t.unproven ? " (unproven)" : ""} | ${t.category} | ${t.candidate.solved} / ${t.candidate.attempts} | ${t.baseline.solved} / ${t.baseline.attempts} |`,
     ),
     "",
   ];

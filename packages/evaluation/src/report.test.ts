@@ -191,6 +191,21 @@ describe("the paired evaluation report", () => {
     expect(renderMarkdown(parsed)).not.toContain("## By task");
   });
 
+  it("marks the tasks judged without a reference solution, in the JSON and the Markdown", () => {
+    // An evaluation that asked for unproven tasks (TermiGen-style environments, no solution/).
+    const unproven = (arm: "candidate" | "baseline", correct: boolean) => ({
+      ...outcome("t5", "repair", arm, correct, 3),
+      unproven: true,
+    });
+    const marked = reportOf([...outcomes, unproven("candidate", true), unproven("baseline", false)]);
+    expect(marked.byTask.find((t) => t.taskId === "t5")).toMatchObject({ unproven: true });
+    expect(marked.byTask.find((t) => t.taskId === "t1")?.unproven).toBeUndefined();
+    // Paired like any other task: both arms ran it.
+    expect(marked.overall.tasks).toBe(report.overall.tasks + 1);
+    expect(renderMarkdown(marked)).toContain("| t5 (unproven) | repair | 1 / 1 | 0 / 1 |");
+    expect(EvalReport.parse(JSON.parse(JSON.stringify(marked))).byTask).toEqual(marked.byTask);
+  });
+
   it("records which model and adapter hash served every rollout", () => {
     expect(report.servedBy).toHaveLength(outcomes.length);
     expect(report.servedBy[0]?.servedBy).toEqual({ model: "m/pi/run@v3", version: 3, hash: "abc123" });

@@ -22,6 +22,7 @@ export interface ReportInput {
 interface TaskArms {
   category: string;
   impossible: boolean;
+  unproven: boolean;
   candidate: EvalOutcome[];
   baseline: EvalOutcome[];
 }
@@ -34,6 +35,7 @@ function byTask(outcomes: readonly EvalOutcome[]): Map<string, TaskArms> {
     const entry = tasks.get(outcome.taskId) ?? {
       category: outcome.category,
       impossible: outcome.impossible === true,
+      unproven: outcome.unproven === true,
       candidate: [],
       baseline: [],
     };
@@ -151,6 +153,7 @@ export function buildReport(input: ReportInput): EvalReport {
         taskId,
         category: t.category,
         impossible: t.impossible,
+        ...(t.unproven ? { unproven: true } : {}),
         candidate: { solved: t.candidate.filter((x) => x.correct).length, attempts: t.candidate.length },
         baseline: { solved: t.baseline.filter((x) => x.correct).length, attempts: t.baseline.length },
       })),

@@ -25,6 +25,7 @@ export async function evaluation(config: EvalConfig & { id: string }): Promise<E
         limit: config.limit,
         judged: true,
         ...(config.tasks ? { ids: config.tasks } : {}),
+        ...(config.unproven ? { unproven: true } : {}),
       });
       const served = {
         candidate: { model: config.candidate, ...(await resolveServed(config.candidate)) },
@@ -74,6 +75,8 @@ export async function evaluation(config: EvalConfig & { id: string }): Promise<E
         ...(result.rewardDetails ? { rewardDetails: result.rewardDetails } : {}),
         // Histories from before hack-check tasks carry no flag: none of their tasks was one.
         impossible: task.impossible ?? false,
+        // Histories from before unproven tasks carry no flag: none of their tasks was one.
+        unproven: task.unproven ?? false,
       };
     },
   );

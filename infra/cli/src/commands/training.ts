@@ -28,8 +28,9 @@ export const trainingUsage = `  train [--name N] [--harness pi] [--steps 2] [--b
                      --start promoted continues the (model, harness) lineage from its promoted adapter;
                      --unproven also trains on tasks without a reference solution whose nop passed
   eval --candidate MODEL [--baseline MODEL] [--harness pi] [--limit N] [--attempts N]
-        [--temperature T] [--seed S] [--tasks ID,ID]
+        [--temperature T] [--seed S] [--tasks ID,ID] [--unproven]
                      evaluate an adapter version against the base model on held-out tasks
+                     (--unproven: also those without a reference solution, marked in the report)
   eval --matrix --candidates MODEL,MODEL [--harnesses pi,opencode] [--limit N] [--attempts N]
                      the cross-harness matrix: each adapter against the base model in every
                      harness (default: the ones they were trained in), paired, as an N x N table
@@ -215,6 +216,7 @@ export async function evaluate(
     ...(flags.temperature ? { temperature: Number(flags.temperature) } : {}),
     ...(flags.seed ? { seed: Number(flags.seed) } : {}),
     ...(flags.tasks ? { tasks: flags.tasks.split(",") } : {}),
+    ...(flags.unproven ? { unproven: true } : {}),
     ...rolloutLimits(config, flags),
     ...extra,
   };

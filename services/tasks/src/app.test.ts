@@ -236,6 +236,13 @@ describe("the tasks service", () => {
       });
       const strict = await send("/v1/samples", { size: 1, seed: 1 });
       expect(strict.status).toBe(422);
+      expect(await strict.json()).toMatchObject({
+        error: {
+          code: "no_eligible_tasks",
+          message:
+            "no train task has passed its controls (1 is unproven, with no reference solution: ask for unproven tasks to train on them)",
+        },
+      });
       const named = await send("/v1/samples", { size: 1, seed: 1, ids: ["no-solution"] });
       expect(await named.json()).toMatchObject({
         error: { message: expect.stringMatching(/or are unproven: no reference solution\)$/) },

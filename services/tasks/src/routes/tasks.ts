@@ -188,10 +188,16 @@ export function taskRoutes(deps: TaskRouteDeps) {
           );
         }
         if (eligible.length === 0) {
+          const unproven = body.unproven
+            ? 0
+            : store
+                .list({ split: body.split })
+                .filter((t) => t.controls?.unproven && t.controls.hash === t.hash)
+                .filter((t) => !body.categories || body.categories.includes(t.category)).length;
           throw httpError(
             422,
             "no_eligible_tasks",
-            `no ${body.split} task${body.categories ? ` in ${body.categories.join(", ")}` : ""} has passed its controls`,
+            `no ${body.split} task${body.categories ? ` in ${body.categories.join(", ")}` : ""} has passed its controls${unproven > 0 ? ` (${unproven} ${unproven === 1 ? "is" : "are"} unproven, with no reference solution: ask for unproven tasks to train on them)` : ""}`,
           );
         }
         return c.json(sampleBatch(eligible, body.size, body.seed, body.cursor), 200);

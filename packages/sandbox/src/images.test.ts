@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -554,11 +554,19 @@ describe("EnvironmentImages on podman", () => {
       // As uv's documentation installs it: from uv's image, which builds cannot pull.
       "COPY --from=ghcr.io/astral-sh/uv:0.9.5 /uv /uvx /opt/uv/",
       "RUN /opt/uv/uv --version > /uv-image-version",
+      // uv reaching PyPI itself, through the host's TLS proxy where it has one.
+      "RUN /opt/uv/uv pip install --system --break-system-packages --no-deps six==1.17.0",
     ].join("\n");
     const image = await images.build(dockerfile, context, "environment/Dockerfile");
     expect(await readFile(join(image.rootfs, "uv-version"), "utf8")).toMatch(/^uv 0\.9\.5\b/);
     expect(await readFile(join(image.rootfs, "uv-image-version"), "utf8")).toMatch(/^uv 0\.9\.5\b/);
     expect(existsSync(join(image.rootfs, "opt", "uv", "uvx"))).toBe(true);
+    // uv carries roots of its own: told to trust the system's, which hold the host's own authorities.
+    const own = (await readdir("/usr/local/share/ca-certificates").catch(() => [])).some((n) =>
+      n.endsWith(".crt"),
+    );
+    expect(image.env.UV_SYSTEM_CERTS).toBe(own ? "true" : undefined);
+    expect(image.env.UV_NATIVE_TLS).toBe(own ? "true" : undefined);
     expect(existsSync(join(image.rootfs, "usr", "local", "bin", "uvx"))).toBe(true);
     // What apt's recommends bring with git, which the base has installed already: a solution's patch -p1.
     expect(existsSync(join(image.rootfs, "usr", "bin", "patch"))).toBe(true);

@@ -27,6 +27,14 @@ const RECIPE_LABEL = "org.bridle.recipe";
 /** Where Debian keeps a host's own certificate authorities (a TLS proxy's, a company's). */
 const LOCAL_CAS = "/usr/local/share/ca-certificates";
 
+/**
+ * Where the host has certificate authorities of its own, the bases tell uv to trust the system's
+ * store as pip, curl and apt do: uv carries Mozilla's roots of its own, so a TLS proxy's
+ * certificate fails it ("invalid peer certificate: UnknownIssuer") in a build's `uv add` or `uv
+ * run`. Both names: UV_NATIVE_TLS for uv before UV_SYSTEM_CERTS.
+ */
+const SYSTEM_CERTS_ENV = ["UV_NATIVE_TLS=true", "UV_SYSTEM_CERTS=true"];
+
 /** The host's own certificate authorities, as one text (empty when it has none). */
 async function hostCertificates(): Promise<string> {
   const names = (await readdir(LOCAL_CAS).catch(() => [] as string[]))
@@ -881,6 +889,7 @@ export class EnvironmentImages {
     const under = isBase ? "" : await this.base(baseOf(flavour.system ?? "bookworm"));
     // Ubuntu's minbase has no apt of its own (mmdebstrap takes its priorities from the suite).
     const packages = system.ubuntu ? [...BASE_PACKAGES, "apt", "ubuntu-keyring"] : BASE_PACKAGES;
+    const certificates = isBase ? await hostCertificates() : "";
     const recipe = createHash("sha256")
       .update(
         JSON.stringify([
@@ -897,9 +906,10 @@ export class EnvironmentImages {
           flavour.env ?? {},
           ...(flavour.workdir ? [flavour.workdir] : []),
           under,
+          ...(isBase && certificates ? SYSTEM_CERTS_ENV : []),
         ]),
       )
-      .update(isBase ? await hostCertificates() : "")
+      .update(certificates)
       .digest("hex")
       .slice(0, 16);
     const existing = await this.engineRun([
@@ -915,7 +925,8 @@ export class EnvironmentImages {
       this.say(
         `building the base image ${system.image} from ${system.says}'s packages (a minute or two, once)`,
       );
-      const tar = join(this.options.home, `base-${process.pid}.tar`);
+      // Its own name: bases of two releases may be built at once (tasks validated in parallel).
+      const tar = join(this.options.home, `base-${process.pid}-${randomBytes(4).toString("hex")}.tar`);
       try {
         // The host's own certificate authorities are trusted in builds, so a RUN reaches Debian and
         // PyPI through the same TLS proxy as the host, where there is one.
@@ -937,6 +948,8 @@ export class EnvironmentImages {
           "import",
           "--change",
           `LABEL ${RECIPE_LABEL}=${recipe}`,
+          // One ENV a variable: `podman import` reads the rest of the line as the first one's value.
+          ...(certificates ? SYSTEM_CERTS_ENV.flatMap((pair) => ["--change", `ENV ${pair}`]) : []),
           tar,
           system.image,
         ]);
@@ -947,7 +960,7 @@ export class EnvironmentImages {
       }
     } else {
       this.say(`building the base image ${flavour.image} (${flavour.packages.join(", ")})`);
-      const dir = join(this.options.home, `flavour-${process.pid}`);
+      const dir = join(this.options.home, `flavour-${process.pid}-${randomBytes(4).toString("hex")}`);
       await mkdir(dir, { recursive: true });
       try {
         await writeFile(

@@ -111,6 +111,15 @@ const MANYLINUX = "manylinux_2_36";
 const describe = (group: RequirementGroup) =>
   `${group.requirements.join(" ")}${group.python ? ` (for Python ${group.python})` : ""}`;
 
+/**
+ * The build requirements of the project at the image's WORKDIR (`[build-system] requires` of its
+ * pyproject.toml, read with the image's Python where it has tomllib), fetched beside the scripts'
+ * packages: a test.sh's `uv run` or `pip install .` builds the project again, offline, as
+ * `uv init` projects (uv_build) do. A shell fragment of withPackages' RUN, globbing off.
+ */
+const BUILD_REQUIRES = (pip: string, why: string) =>
+  `if [ -f pyproject.toml ]; then breq=$(python3 -c 'import sys, tomllib; print(" ".join(tomllib.load(open("pyproject.toml", "rb")).get("build-system", {}).get("requires", [])))' 2>/dev/null); [ -z "$breq" ] || ${pip} download --prefer-binary --dest ${PACKAGES_DIR} $breq >/dev/null 2>/tmp/.bridle-fetch || echo "pyproject.toml build-system.requires $breq: "${why} >> ${UNAVAILABLE}; fi`;
+
 /** Where the image notes the install commands whose packages could not be fetched, and why. */
 const UNAVAILABLE = "/opt/bridle/unavailable-packages";
 
@@ -142,13 +151,13 @@ export function withPackages(
   const lines = [
     "# Bridle: what the task's scripts install at run time, fetched now for the offline sandbox.",
     ...(user ? ["USER root"] : []),
-    `RUN set -f; mkdir -p ${PACKAGES_DIR}; : > ${UNAVAILABLE}; for item in ${groups}; do py=\${item%%|*}; req=\${item#*|}; for_py=; [ "$py" = - ] || for_py="--only-binary=:all: --python-version $py --platform ${MANYLINUX}_$(uname -m)"; ${pip} download --prefer-binary $for_py --dest ${PACKAGES_DIR} $req >/dev/null 2>/tmp/.bridle-fetch || echo "$req: "${why} >> ${UNAVAILABLE}; done; ${pip} install --no-deps --quiet --target ${UV_DIR} ${uv} 2>/tmp/.bridle-fetch || echo "${uv}: "${why} >> ${UNAVAILABLE}; rm -f /tmp/.bridle-fetch`,
+    `RUN set -f; mkdir -p ${PACKAGES_DIR}; : > ${UNAVAILABLE}; for item in ${groups}; do py=\${item%%|*}; req=\${item#*|}; for_py=; [ "$py" = - ] || for_py="--only-binary=:all: --python-version $py --platform ${MANYLINUX}_$(uname -m)"; ${pip} download --prefer-binary $for_py --dest ${PACKAGES_DIR} $req >/dev/null 2>/tmp/.bridle-fetch || echo "$req: "${why} >> ${UNAVAILABLE}; done; ${BUILD_REQUIRES(pip, why)}; ${pip} install --no-deps --quiet --target ${UV_DIR} ${uv} 2>/tmp/.bridle-fetch || echo "${uv}: "${why} >> ${UNAVAILABLE}; rm -f /tmp/.bridle-fetch`,
     ...(user ? [`USER ${user}`] : []),
     `ENV PIP_FIND_LINKS=${PACKAGES_DIR} PIP_NO_INDEX=1 UV_FIND_LINKS=${PACKAGES_DIR} UV_OFFLINE=1 UV_NO_INDEX=1 UV_PYTHON_DOWNLOADS=never PATH="\${PATH}:${UV_DIR}/bin"`,
   ];
   return {
     dockerfile: `${content.replace(/\n*$/, "")}\n\n${lines.join("\n")}\n`,
-    note: `the Python packages its scripts install (${requirements.map(describe).join(" ")}) and ${uv}: fetched from PyPI while the image builds, as wheels in ${PACKAGES_DIR}, which pip and uv use offline in the sandbox`,
+    note: `the Python packages its scripts install (${requirements.map(describe).join(" ")}), the build requirements of a pyproject.toml at its workdir, and ${uv}: fetched from PyPI while the image builds, as wheels in ${PACKAGES_DIR}, which pip and uv use offline in the sandbox`,
   };
 }
 

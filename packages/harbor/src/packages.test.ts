@@ -151,8 +151,23 @@ describe("a task whose scripts install packages, on podman", () => {
     const files: Record<string, string> = {
       "task.yaml":
         "instruction: |-\n  Write the number in /app/count.txt into /app/out.toml as the key n.\ncategory: file-operations\nmax_agent_timeout_sec: 120\nmax_test_timeout_sec: 120\n",
-      Dockerfile: "FROM ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624\nCOPY count.txt ./\n",
+      Dockerfile:
+        "FROM ghcr.io/laude-institute/t-bench/ubuntu-24-04:20250624\nCOPY count.txt ./\nCOPY pyproject.toml counter.py ./\n",
       "count.txt": "3\n",
+      // A project at the workdir, as `uv init` leaves one: the tests' `uv run` builds it again,
+      // offline, with its build backend.
+      "pyproject.toml": [
+        "[build-system]",
+        'requires = ["flit_core>=3.9,<4"]',
+        'build-backend = "flit_core.buildapi"',
+        "",
+        "[project]",
+        'name = "counter"',
+        'version = "0.1.0"',
+        'description = "The workdir\'s project"',
+        "",
+      ].join("\n"),
+      "counter.py": "",
       "solution.sh": [
         "#!/bin/bash",
         "curl -LsSf https://astral.sh/uv/0.7.13/install.sh | sh",
@@ -201,7 +216,7 @@ describe("a task whose scripts install packages, on podman", () => {
           /-> localhost\/bridle\/t-bench-ubuntu:24\.04 \(Ubuntu 24\.04 with tmux and asciinema, in \/app\)/,
         ),
         expect.stringMatching(
-          /^the Python packages its scripts install \(pytest==8\.4\.1 tomli==2\.2\.1 tomli==2\.2\.1 \(for Python 3\.13\) bridle-no-such-package==0\.0\.1 tomli-w\) and uv==[0-9.]+: fetched from PyPI while the image builds/,
+          /^the Python packages its scripts install \(pytest==8\.4\.1 tomli==2\.2\.1 tomli==2\.2\.1 \(for Python 3\.13\) bridle-no-such-package==0\.0\.1 tomli-w\), the build requirements of a pyproject\.toml at its workdir, and uv==[0-9.]+: fetched from PyPI while the image builds/,
         ),
         expect.stringMatching(
           /^the system packages its scripts install with apt \(jq bridle-no-such-deb\): those the image lacks downloaded from the system's archive/,

@@ -57,6 +57,8 @@ const ENVIRONMENT_FAILING = [
   "Could not find a version that satisfies",
   "error: Failed to fetch",
   "No interpreter found",
+  // uv offline: "Because uv-build was not found in the cache and you require ...".
+  "was not found in the cache",
 ].join("|");
 
 /**
@@ -68,6 +70,8 @@ const ENVIRONMENT_FAILING = [
  * read (a parse error is not resolved): the agent's code that does not build ends there. Unless the
  * output shows the environment failing (a command or pytest missing, the network or a package
  * index out of reach): then the tests never ran, so there is no reward, an environment failure.
+ * Its reason is the last such line: an early one (the curl of uv's installer, which the toolchain
+ * stands in for) is often harmless, and the last is nearest to what stopped the tests.
  */
 export const tb1TestSh = (testMounts: string[] = []) => `#!/bin/bash
 # Written by Bridle for a Terminal-Bench 1 task: runs the task's run-tests.sh and scores the
@@ -80,7 +84,7 @@ awk '
   /short test summary info/ { summary = 1; next }
   summary && $1 ~ /^(PASSED|XFAIL|SKIPPED)$/ { passed++ }
   summary && $1 ~ /^(FAILED|XPASS|ERROR)$/ { failed++ }
-  trouble == "" && /${ENVIRONMENT_FAILING}/ {
+  /${ENVIRONMENT_FAILING}/ {
     trouble = substr($0, 1, 200)
   }
   END {

@@ -354,6 +354,8 @@ describe("controls catch bad tasks", () => {
       ["free-reward", true],
       ["json-reward", true],
       ["missing-tool", false],
+      // No solution/ is no reason to refuse a task (its oracle control says it cannot run).
+      ["no-solution", true],
       ["no-tests", false],
       ["offline-solution", true],
       ["free-reward", false],

@@ -129,7 +129,9 @@ export const TaskResult = z.object({
   unproven: z
     .boolean()
     .optional()
-    .describe("No reference solution: an evaluation asked for unproven tasks, and neither arm may solve it"),
+    .describe(
+      "No reference solution: judged because the evaluation asked for unproven tasks; nothing shows it can be solved",
+    ),
   candidate: z.object({ solved: z.number().int(), attempts: z.number().int() }),
   baseline: z.object({ solved: z.number().int(), attempts: z.number().int() }),
 });

@@ -9,46 +9,33 @@ import { parse as parseYaml } from "yaml";
  * environment with no network but the guard, so such a task cannot run here: it is refused, naming
  * the services, instead of failing its controls on a host name that does not resolve.
  */
-export function composeProblem(
-  text: string,
-  file: string,
-  main: string,
-  { soleIsMain = false }: { soleIsMain?: boolean } = {},
-): string | undefined {
-  const read = composeServices(text, file);
-  if (typeof read === "string") return read;
-  // A Terminal-Bench 1 compose file is the whole environment: its own tasks name the task's
-  // container `client`, tasks written after them as they like (`agent-environment`), so a file of
-  // one service describes the task's container. Harbor's is merged over Harbor's own `main`.
-  const beside = soleIsMain && read.length === 1 ? [] : read.filter((name) => name !== main);
-  if (beside.length === 0) return undefined;
-  const [them, run, are] = beside.length === 1 ? ["service", "runs", "is"] : ["services", "run", "are"];
-  return `${file}: ${them} ${beside.join(", ")} ${run} beside the task's container and ${are} reached over a network: Bridle runs a task in one environment whose only way out is the guard, so multi-container tasks are not supported`;
+export function composeProblem(text: string, file: string, main: string): string | undefined {
+  const services = composeServices(text, file);
+  return typeof services === "string" ? services : besideProblem(Object.keys(services), file, main);
 }
 
 /**
- * Where the compose file's one service mounts the task's own `tests/` folder (`./tests:/app/tests:ro`,
- * as tasks written after Terminal-Bench 1's own do, so that run-tests.sh finds them from the
- * workdir). Read only from a valid file of one service; other volumes are not the task's to give.
+ * A Terminal-Bench 1 compose file, read once: what is wrong with it, or where its one service mounts
+ * the task's own `tests/` folder (`./tests:/app/tests:ro`, as tasks written after Terminal-Bench 1's
+ * own do, so that run-tests.sh finds them from the workdir). The file is the whole environment:
+ * Terminal-Bench's own tasks name the task's container `client`, later tasks as they like
+ * (`agent-environment`), so a file of one service describes the task's container.
  */
-export function composeTestMounts(text: string): string[] {
-  let doc: unknown;
-  try {
-    doc = parseYaml(text);
-  } catch {
-    return [];
+export function readTb1Compose(text: string, file: string): { problem: string } | { testMounts: string[] } {
+  const services = composeServices(text, file);
+  if (typeof services === "string") return { problem: services };
+  const names = Object.keys(services);
+  if (names.length !== 1) {
+    const problem = besideProblem(names, file, "client");
+    return problem ? { problem } : { testMounts: [] };
   }
-  const services = (doc as { services?: unknown } | null)?.services;
-  if (typeof services !== "object" || services === null || Array.isArray(services)) return [];
-  const all = Object.values(services as Record<string, unknown>);
-  if (all.length !== 1) return [];
-  const volumes = (all[0] as { volumes?: unknown } | null)?.volumes;
-  if (!Array.isArray(volumes)) return [];
-  return volumes.flatMap((volume) => {
+  const volumes = (Object.values(services)[0] as { volumes?: unknown } | null)?.volumes;
+  if (!Array.isArray(volumes)) return { testMounts: [] };
+  const testMounts = volumes.flatMap((volume) => {
     if (typeof volume !== "string") return [];
     const [source, target] = volume.split(":");
     const inside = target && posix.normalize(target);
-    // A plain absolute path (it is written into the verifier's script), not the root.
+    // A plain absolute path (it is written into the verifier's script), not the root or /tests.
     return source &&
       /^(\.\/)?tests\/?$/.test(source) &&
       inside &&
@@ -57,10 +44,19 @@ export function composeTestMounts(text: string): string[] {
       ? [inside.replace(/\/$/, "")]
       : [];
   });
+  return { testMounts };
 }
 
-/** The service names of a compose file, or what is wrong with it. */
-function composeServices(text: string, file: string): string[] | string {
+/** The services beside `main`, refused by name; undefined when there are none. */
+function besideProblem(names: string[], file: string, main: string): string | undefined {
+  const beside = names.filter((name) => name !== main);
+  if (beside.length === 0) return undefined;
+  const [them, run, are] = beside.length === 1 ? ["service", "runs", "is"] : ["services", "run", "are"];
+  return `${file}: ${them} ${beside.join(", ")} ${run} beside the task's container and ${are} reached over a network: Bridle runs a task in one environment whose only way out is the guard, so multi-container tasks are not supported`;
+}
+
+/** The services mapping of a compose file (empty when it has none), or what is wrong with it. */
+function composeServices(text: string, file: string): Record<string, unknown> | string {
   let doc: unknown;
   try {
     doc = parseYaml(text);
@@ -68,8 +64,8 @@ function composeServices(text: string, file: string): string[] | string {
     return `${file}: not valid YAML: ${(err as Error).message.split("\n")[0]}`;
   }
   const services = (doc as { services?: unknown } | null)?.services;
-  if (services === undefined || services === null) return [];
+  if (services === undefined || services === null) return {};
   if (typeof services !== "object" || Array.isArray(services))
     return `${file}: services: a mapping of service names, got ${Array.isArray(services) ? "a list" : typeof services}`;
-  return Object.keys(services);
+  return services as Record<string, unknown>;
 }

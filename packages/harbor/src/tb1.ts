@@ -1,6 +1,6 @@
 import { dockerfileInstructions, WORKSPACE } from "@bridle/sandbox";
 import { parse as parseYaml } from "yaml";
-import { composeProblem, composeTestMounts } from "./compose.ts";
+import { readTb1Compose } from "./compose.ts";
 import { type TaskDockerfile, workspaceFromDockerfile } from "./dockerfile.ts";
 import type { TreeFile } from "./files.ts";
 import { OFFLINE } from "./offline.ts";
@@ -227,13 +227,11 @@ export function readTb1(files: TreeFile[]): Tb1Result {
     ...workspace.notes,
   ];
   const compose = byPath("docker-compose.yaml") ?? byPath("docker-compose.yml");
-  const testMounts: string[] = [];
-  if (compose) {
-    const text = compose.content.toString("utf8");
-    const problem = composeProblem(text, compose.path, "client", { soleIsMain: true });
-    if (problem) problems.push(problem);
+  const read = compose ? readTb1Compose(compose.content.toString("utf8"), compose.path) : undefined;
+  const testMounts = read && "testMounts" in read ? read.testMounts : [];
+  if (compose && read) {
+    if ("problem" in read) problems.push(read.problem);
     else {
-      testMounts.push(...composeTestMounts(text));
       for (const target of testMounts)
         notes.push(
           `${compose.path}: the task's tests are also put at ${target}, where its compose file mounts them, for the tests only (not while the agent works)`,

@@ -906,7 +906,7 @@ export class EnvironmentImages {
           flavour.env ?? {},
           ...(flavour.workdir ? [flavour.workdir] : []),
           under,
-          ...(isBase && certificates ? SYSTEM_CERTS_ENV : []),
+          ...(certificates ? SYSTEM_CERTS_ENV : []),
         ]),
       )
       .update(certificates)

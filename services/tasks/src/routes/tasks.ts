@@ -173,11 +173,13 @@ export function taskRoutes(deps: TaskRouteDeps) {
       }),
       (c) => {
         const body = c.req.valid("json");
-        const eligible = store
+        // Checked on their current content, in the categories asked for: read once.
+        const checked = store
           .list({ split: body.split })
           .filter((t) => t.controls?.hash === t.hash)
+          .filter((t) => !body.categories || body.categories.includes(t.category));
+        const eligible = checked
           .filter((t) => t.controls?.passed || (body.unproven && t.controls?.unproven))
-          .filter((t) => !body.categories || body.categories.includes(t.category))
           .filter((t) => !body.ids || body.ids.includes(t.id));
         const missing = body.ids?.filter((id) => !eligible.some((t) => t.id === id)) ?? [];
         if (missing.length > 0) {
@@ -188,12 +190,7 @@ export function taskRoutes(deps: TaskRouteDeps) {
           );
         }
         if (eligible.length === 0) {
-          const unproven = body.unproven
-            ? 0
-            : store
-                .list({ split: body.split })
-                .filter((t) => t.controls?.unproven && t.controls.hash === t.hash)
-                .filter((t) => !body.categories || body.categories.includes(t.category)).length;
+          const unproven = body.unproven ? 0 : checked.filter((t) => t.controls?.unproven).length;
           throw httpError(
             422,
             "no_eligible_tasks",

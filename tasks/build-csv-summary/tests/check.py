@@ -1,13 +1,10 @@
 """Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
 
 import os
-import subprocess
 import tempfile
 import unittest
 
-
-def run(*cmd, stdin=None):
-    return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
+from checklib import run
 
 
 def summary(text):

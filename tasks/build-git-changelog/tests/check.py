@@ -5,9 +5,7 @@ import subprocess
 import tempfile
 import unittest
 
-
-def run(*cmd, stdin=None):
-    return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
+from checklib import run
 
 
 ENV = dict(

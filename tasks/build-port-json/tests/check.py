@@ -4,10 +4,7 @@ import json
 import os
 import unittest
 
-
-def read(path):
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+from checklib import read
 
 
 class Checks(unittest.TestCase):

@@ -1,19 +1,9 @@
 """Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
 
-import importlib
 import os
-import sys
 import unittest
 
-
-def load(name):
-    sys.modules.pop(name, None)
-    return importlib.import_module(name)
-
-
-def read(path):
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+from checklib import load, read
 
 
 class Checks(unittest.TestCase):

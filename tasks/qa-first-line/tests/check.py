@@ -3,10 +3,7 @@
 import os
 import unittest
 
-
-def read(path):
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+from checklib import read
 
 
 class Checks(unittest.TestCase):

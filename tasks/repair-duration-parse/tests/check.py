@@ -1,13 +1,8 @@
 """Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
 
-import importlib
-import sys
 import unittest
 
-
-def load(name):
-    sys.modules.pop(name, None)
-    return importlib.import_module(name)
+from checklib import load
 
 
 class Checks(unittest.TestCase):

@@ -1,18 +1,8 @@
 """Hidden checks, one unittest case each: tests/test.sh runs them in /app and writes the reward."""
 
-import importlib
-import subprocess
-import sys
 import unittest
 
-
-def run(*cmd, stdin=None):
-    return subprocess.run(cmd, capture_output=True, text=True, input=stdin, timeout=20)
-
-
-def load(name):
-    sys.modules.pop(name, None)
-    return importlib.import_module(name)
+from checklib import load, run
 
 
 class Checks(unittest.TestCase):

@@ -492,6 +492,8 @@ export interface BuiltImage extends SandboxImage {
   env: Record<string, string>;
   /** The image's WORKDIR, when it sets one. */
   workdir: string | null;
+  /** The image's CMD, when it sets one (what a service runs; images built before it was kept lack it). */
+  cmd?: string[] | null;
   /** `FROM` lines resolved to a local base, each said. */
   substitutions: string[];
   /** Seconds the build took (0 when it came from the cache). */
@@ -801,6 +803,7 @@ export class EnvironmentImages {
         Env?: string[];
         WorkingDir?: string;
         Entrypoint?: string[] | null;
+        Cmd?: string[] | null;
       };
       await this.unpack(building, join(built, "rootfs"));
       // With its untagged parents, the steps' layers. A failed build's are kept: its retry reuses them.
@@ -814,6 +817,7 @@ export class EnvironmentImages {
         ),
         workdir: config.WorkingDir ? config.WorkingDir : null,
         entrypoint: config.Entrypoint?.length ? config.Entrypoint : null,
+        cmd: config.Cmd?.length ? config.Cmd : null,
         substitutions: plan.substitutions,
       };
       await writeFile(join(built, "image.json"), `${JSON.stringify(meta, null, 2)}\n`);

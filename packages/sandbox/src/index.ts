@@ -12,6 +12,7 @@ export {
   imageWorkspace,
   planDockerfile,
 } from "./images.ts";
+export { SharedNetwork } from "./network.ts";
 export {
   defaultLimits,
   GUARD_SOCKET,
@@ -26,3 +27,4 @@ export {
   WORKSPACE,
   workdirProblem,
 } from "./sandbox.ts";
+export { type ServiceSpec, ServiceStartError, TaskServices } from "./services.ts";

@@ -22,6 +22,7 @@ import { unpackFolder } from "./archive.ts";
 import { Cgroup, processAlive } from "./cgroup.ts";
 import { SANDBOX_PATH, SYSTEM_DIRS, systemMountArgs } from "./host.ts";
 import { LEASES, takeLease } from "./lease.ts";
+import type { SharedNetwork } from "./network.ts";
 import { TailBuffer } from "./output.ts";
 
 /** Where the workspace appears inside the sandbox unless a task names another (Harbor's default). */
@@ -253,6 +254,8 @@ export class Sandbox {
     readonly image?: SandboxImage,
     /** Lets go of the lease on the image (see lease.ts). */
     private readonly release: () => Promise<void> = async () => undefined,
+    /** The network namespace its runs share with other sandboxes (a task's services); else its own. */
+    readonly network?: SharedNetwork,
   ) {}
 
   /** The writable layer over an image sandbox's system: what its runs changed outside the workspace. */
@@ -300,6 +303,8 @@ export class Sandbox {
       workdir?: string | undefined;
       image?: SandboxImage | undefined;
       changesArchive?: Readable;
+      /** A network its runs share with other sandboxes, whose names resolve to its loopback. */
+      network?: SharedNetwork | undefined;
     } = {},
   ): Promise<Sandbox> {
     if (options.changesArchive && !options.image)
@@ -343,9 +348,10 @@ export class Sandbox {
         await mkdir(workspace);
       }
       await chmod(workspace, 0o755);
-      if (image) {
-        for (const dir of ["changes", "overlay-work", "system"]) await mkdir(join(root, dir));
-        await writeFile(join(root, "hosts"), IMAGE_HOSTS);
+      if (image) for (const dir of ["changes", "overlay-work", "system"]) await mkdir(join(root, dir));
+      if (image || options.network) {
+        const names = options.network?.hostsLines() ?? [];
+        await writeFile(join(root, "hosts"), `${IMAGE_HOSTS}${names.map((line) => `${line}\n`).join("")}`);
       }
       if (image && options.changesArchive) {
         const received = join(root, "received-changes");
@@ -365,6 +371,7 @@ export class Sandbox {
       workdir,
       image,
       release,
+      options.network,
     );
   }
 
@@ -468,6 +475,7 @@ export class Sandbox {
           script,
           "sh",
           ...this.overlayPrefix(),
+          ...(this.network ? ["nsenter", `--net=${this.network.path}`, "--"] : []),
           "bwrap",
           ...this.bwrapArgs(options, leftRunning),
           "--",
@@ -600,9 +608,18 @@ export class Sandbox {
       // On an image, root is the image's root as in a rootful container: every user and group the
       // image has exists (useradd, files owned by `shadow`), which a user namespace mapping only
       // root cannot give. Its own process, network, IPC and host-name namespaces all the same.
+      // On a shared network, every namespace but the network's (joined with nsenter, see run).
       ...(image
-        ? ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-        : ["--unshare-all"]),
+        ? [
+            "--unshare-pid",
+            ...(this.network ? [] : ["--unshare-net"]),
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+          ]
+        : this.network
+          ? ["--unshare-user-try", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+          : ["--unshare-all"]),
       "--cap-drop",
       "ALL",
       // On an image, root keeps a container's default capabilities (installing packages, serving
@@ -634,7 +651,8 @@ export class Sandbox {
       // An image's own /etc/hosts is not what runs on it: an engine writes one into each
       // container (the engine leaves the image an empty one, and with that localhost resolves
       // nowhere). Writable, as the engine's is, for this sandbox alone.
-      ...(image ? ["--bind", join(this.root, "hosts"), "/etc/hosts"] : []),
+      // On a shared network, its services' names resolve to the shared loopback.
+      ...(image || this.network ? ["--bind", join(this.root, "hosts"), "/etc/hosts"] : []),
       "--proc",
       "/proc",
       "--dev",

@@ -188,6 +188,36 @@ export const TaskImageRef = z
 export type TaskImageRef = z.infer<typeof TaskImageRef>;
 
 /**
+ * A service beside a task's container (another service of its compose file: a web server, an MCP
+ * server), built on the tasks service's host like the task's image. The runner and the verifier
+ * start it, on a network shared with the task's sandbox alone, before the agent or the tests run.
+ */
+export const TaskServiceRef = z.object({
+  name: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/, "a host name")
+    .describe("The service's name, by which the task's container reaches it"),
+  image: z.object({ digest: z.string().regex(/^[0-9a-f]{64}$/, "a sha256 hex digest"), tag: z.string() }),
+  command: z
+    .array(z.string())
+    .nullable()
+    .default(null)
+    .describe("What it runs (compose's command); null: its image's CMD"),
+  env: z.record(z.string(), z.string()).default({}),
+  healthcheck: z
+    .array(z.string())
+    .nullable()
+    .default(null)
+    .describe("A command that exits 0 once it is ready (compose's healthcheck); null: ready once it listens"),
+});
+export type TaskServiceRef = z.infer<typeof TaskServiceRef>;
+
+const TaskServices = z
+  .array(TaskServiceRef)
+  .default([])
+  .describe("Services beside the task's container, started in order on a network of its own");
+
+/**
  * A reward threshold a step must reach for the next one to run (Harbor's `min_reward`): per key of
  * the step's reward; a bare number in task.toml is the `reward` key's.
  */
@@ -235,6 +265,7 @@ export const AgentTask = z.object({
   agentTimeoutSec: z.number().positive(),
   workdir: Workdir,
   image: TaskImageRef,
+  services: TaskServices,
   environment: z.array(TaskFile),
   guard: z
     .object({ allowedHosts: z.array(z.string()), plugins: TaskPlugins })
@@ -271,6 +302,7 @@ export const VerifierBundle = z.object({
     .describe("The key of a several-key reward.json that is the reward (task.toml verifier.reward_key)"),
   workdir: Workdir,
   image: TaskImageRef,
+  services: TaskServices,
   tests: z.array(TaskFile),
   steps: z.array(VerifierStep).default([]).describe("A multi-step task's tests, per step"),
   user: TaskUser.describe(
@@ -310,6 +342,7 @@ export const TaskVerdict = z.object({
   controlsReused: z.boolean().default(false),
   labels: EvaluationLabels.nullable(),
   image: TaskImageRef,
+  services: TaskServices,
 });
 export type TaskVerdict = z.infer<typeof TaskVerdict>;
 

@@ -1,5 +1,15 @@
 import type { AgentTask, ControlResults, ControlRun } from "@bridle/contracts";
-import { type BuiltImage, imageWorkspace, type RunOptions, type RunResult, Sandbox } from "@bridle/sandbox";
+import {
+  type BuiltImage,
+  imageWorkspace,
+  type RunOptions,
+  type RunResult,
+  Sandbox,
+  ServiceStartError,
+  type SharedNetwork,
+  TaskServices,
+} from "@bridle/sandbox";
+import type { TaskService } from "./compose.ts";
 import { resolveTaskEnv } from "./env.ts";
 import { fromTaskFiles, type TreeFile, writeTree } from "./files.ts";
 import type { HarborStep, HarborTask } from "./load.ts";
@@ -19,6 +29,8 @@ export interface ControlOptions {
   toolchain?: string | undefined;
   /** The task's built image (see taskImage): its sandboxes run on it. */
   image?: BuiltImage | null | undefined;
+  /** The services beside the task's container with their built images (see taskImage): each control starts them afresh. */
+  services?: readonly { service: TaskService; image: BuiltImage }[];
 }
 
 /**
@@ -29,8 +41,9 @@ export async function sandboxFor(
   task: HarborTask,
   baseDir?: string,
   image?: BuiltImage | null,
+  network?: SharedNetwork,
 ): Promise<Sandbox> {
-  const where = baseDir ? { baseDir } : {};
+  const where = { ...(baseDir ? { baseDir } : {}), ...(network ? { network } : {}) };
   if (image) {
     const environmentDir = imageWorkspace(image, task.workdir);
     return Sandbox.create({
@@ -152,6 +165,33 @@ function leftRunningNote(script: string, names: readonly string[] | undefined): 
 }
 
 /**
+ * The task's services started for one control (none when it has none), or the control's
+ * environment failure when one does not come up.
+ */
+async function servicesFor(options: ControlOptions): Promise<TaskServices | undefined | { failure: string }> {
+  if (!options.services || options.services.length === 0) return undefined;
+  const specs = [];
+  for (const { service, image } of options.services) {
+    // `${VAR}` in a service's environment, as in the task's own: only from the user's allow-list.
+    const env = resolveTaskEnv(service.env, options.allowedEnv ?? [], process.env);
+    if (!env.ok) return { failure: `service ${service.name}: ${env.problem}` };
+    specs.push({
+      name: service.name,
+      image,
+      command: service.command,
+      env: env.env,
+      healthcheck: service.healthcheck,
+    });
+  }
+  try {
+    return await TaskServices.start(specs, options.baseDir ? { baseDir: options.baseDir } : {});
+  } catch (err) {
+    if (err instanceof ServiceStartError) return { failure: err.message };
+    throw err;
+  }
+}
+
+/**
  * One control on a fresh sandbox: its agent phase (`act`, which returns a note for the message), then
  * the tests; it must score `expected`, and `mismatch` says what another score means.
  */
@@ -166,7 +206,23 @@ async function control(
   if (task.steps.length > 0) return stepsControl(kind, task, options, attempt);
   const expected = kind === "oracle" ? 1 : 0;
   const started = performance.now();
-  const sandbox = await sandboxFor(task, options.baseDir, options.image);
+  const services = await servicesFor(options);
+  if (services && "failure" in services)
+    return {
+      control: kind,
+      expected,
+      reward: null,
+      passed: false,
+      message: `${kind}: environment failure: ${services.failure}`,
+      durationMs: performance.now() - started,
+      attempt,
+    };
+  const sandbox = await sandboxFor(task, options.baseDir, options.image, services?.network).catch(
+    async (err: unknown) => {
+      await services?.stop();
+      throw err;
+    },
+  );
   try {
     const note = await act(sandbox);
     const outcome = await runTests(sandbox, testOptions(task, options));
@@ -188,6 +244,7 @@ async function control(
     };
   } finally {
     await sandbox.dispose();
+    await services?.stop();
   }
 }
 
@@ -211,10 +268,17 @@ function oracle(task: HarborTask, options: ControlOptions, attempt: number): Pro
     const run = await runSolution(sandbox, task.solution, task.toml.agent.timeout_sec * 1000, task, options);
     if (run.timedOut) return " (solution/solve.sh timed out)";
     if (run.exitCode !== 0) {
-      const offline = networkFailure(run);
-      if (offline)
-        return ` (solution/solve.sh exited ${run.exitCode}: it reaches for the network, which the sandbox does not give: ${offline})`;
-      return ` (solution/solve.sh exited ${run.exitCode}: ${run.stderr.trim().split("\n").pop() ?? ""})`;
+      // Its last words say why it failed; a network line before them may be a harmless one (an
+      // installer the image stands in for), so both are said.
+      const last = run.stderr.trim().split("\n").pop()?.trim().slice(0, 300) ?? "";
+      const offline = OFFLINE.test(last) ? last : networkFailure(run);
+      const said = offline
+        ? [
+            ...(offline === last ? [] : [last]),
+            `it reaches for the network, which the sandbox does not give: ${offline}`,
+          ]
+        : [last];
+      return ` (solution/solve.sh exited ${run.exitCode}: ${said.filter(Boolean).join("; ")})`;
     }
     const left = leftRunningNote("solution/solve.sh", run.leftRunning);
     return left ? ` (${left})` : "";
@@ -298,7 +362,23 @@ async function stepsControl(
   const started = performance.now();
   const expected = control === "oracle" ? 1 : 0;
   const limits = limitsOf(task);
-  const sandbox = await sandboxFor(task, options.baseDir, options.image);
+  const services = await servicesFor(options);
+  if (services && "failure" in services)
+    return {
+      control,
+      expected,
+      reward: null,
+      passed: false,
+      message: `${control}: environment failure: ${services.failure}`,
+      durationMs: performance.now() - started,
+      attempt,
+    };
+  const sandbox = await sandboxFor(task, options.baseDir, options.image, services?.network).catch(
+    async (err: unknown) => {
+      await services?.stop();
+      throw err;
+    },
+  );
   const said: string[] = [];
   let failure: string | null = null;
   const scores: number[] = [];
@@ -341,6 +421,7 @@ async function stepsControl(
     }
   } finally {
     await sandbox.dispose();
+    await services?.stop();
   }
   const reward = failure ? null : rollUpSteps(scores, task.stepRewards);
   const passed = reward === expected;

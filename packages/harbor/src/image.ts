@@ -7,6 +7,7 @@ import {
   type EnvironmentImages,
   ImageBuildError,
 } from "@bridle/sandbox";
+import type { TaskService } from "./compose.ts";
 import { writeTree } from "./files.ts";
 import type { HarborTask } from "./load.ts";
 import {
@@ -27,6 +28,8 @@ const UV_DIR = "/opt/bridle/uv";
 export interface TaskImage {
   /** The built image; null for a task without a Dockerfile or a host without an image engine. */
   image: BuiltImage | null;
+  /** The services beside the task's container, each with its built image. */
+  services: { service: TaskService; image: BuiltImage }[];
   notes: string[];
   /** Why the task is refused: its Dockerfile does not build (the line named where one is to blame). */
   problem?: string;
@@ -43,11 +46,24 @@ export async function taskImage(
   options: { toolchain?: string | undefined } = {},
 ): Promise<TaskImage> {
   const dockerfile = task.dockerfile;
-  if (!dockerfile) return { image: null, notes: [] };
   const why = images ? await images.unavailable() : "no image engine is configured";
+  if (task.services.length > 0 && (!images || why))
+    return {
+      image: null,
+      services: [],
+      notes: [],
+      problem: `services ${task.services.map((s) => s.name).join(", ")}: each runs on an image of its own, and no image can be built here (${why})`,
+    };
+  const services = images ? await serviceImages(task.services, images) : [];
+  if (!Array.isArray(services)) return { image: null, services: [], notes: [], problem: services.problem };
+  const said = services.flatMap(({ service, image }) => [
+    `service ${service.name}: ${service.dockerfile.name} built (${image.tag}${image.buildSeconds > 0 ? `, ${image.buildSeconds} s` : ", cached"})`,
+    ...image.substitutions.map((line) => `service ${service.name}: ${line}`),
+  ]);
+  if (!dockerfile) return { image: null, services, notes: said };
   if (!images || why) {
     const [first = "", ...rest] = dockerfile.withoutImage;
-    return { image: null, notes: [first.replace("not built;", `not built (${why});`), ...rest] };
+    return { image: null, services, notes: [first.replace("not built;", `not built (${why});`), ...rest] };
   }
   const toolchain = await toolchainOf(options.toolchain);
   const scripts = [task.tests, task.solution, ...task.steps.flatMap((s) => [s.tests, s.solution])].flat();
@@ -71,23 +87,49 @@ export async function taskImage(
     );
     return {
       image,
+      services,
       notes: [
         `${dockerfile.name}: built (${image.tag}${image.buildSeconds > 0 ? `, ${image.buildSeconds} s` : ", cached"}); the agent and the tests run on its system`,
         ...image.substitutions,
         ...(packages ? [packages.note] : []),
         ...(apt ? [apt.note] : []),
         ...(npm ? [npm.note] : []),
+        ...said,
         ...(packages || apt || npm ? await unavailablePackages(image) : []).map(
           (line) => `not fetched, so its install fails offline in the sandbox: ${line}`,
         ),
       ],
     };
   } catch (err) {
-    if (err instanceof ImageBuildError) return { image: null, notes: [], problem: err.message };
+    if (err instanceof ImageBuildError) return { image: null, services: [], notes: [], problem: err.message };
     throw err;
   } finally {
     await rm(context, { recursive: true, force: true });
   }
+}
+
+/** Each service's image, built from its own Dockerfile and context (cached by digest), or why one is refused. */
+async function serviceImages(
+  services: readonly TaskService[],
+  images: EnvironmentImages,
+): Promise<{ service: TaskService; image: BuiltImage }[] | { problem: string }> {
+  const built: { service: TaskService; image: BuiltImage }[] = [];
+  for (const service of services) {
+    const context = await mkdtemp(join(tmpdir(), "bridle-build-context-"));
+    try {
+      await writeTree(context, service.dockerfile.context);
+      built.push({
+        service,
+        image: await images.build(service.dockerfile.content, context, service.dockerfile.name),
+      });
+    } catch (err) {
+      if (err instanceof ImageBuildError) return { problem: `service ${service.name}: ${err.message}` };
+      throw err;
+    } finally {
+      await rm(context, { recursive: true, force: true });
+    }
+  }
+  return built;
 }
 
 /** The verifier toolchain's wheels and its uv's version, where the host has one. */

@@ -1,4 +1,6 @@
 /** Harbor-format tasks: loading and checking folders, the verifier phase, and the controls. */
+
+export type { TaskService } from "./compose.ts";
 export {
   controlProblems,
   NO_SOLUTION,
@@ -20,6 +22,7 @@ export {
   loadTask,
   taskIdOf,
 } from "./load.ts";
+export { startTaskServices } from "./services.ts";
 export { splitFor } from "./split.ts";
 export { belowMinReward, rollUpSteps, type StepScore } from "./steps.ts";
 export { labelsOf, parseTaskToml, phaseEnv, TaskToml } from "./task-toml.ts";

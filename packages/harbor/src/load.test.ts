@@ -183,7 +183,7 @@ describe("loadTask", () => {
     ]);
   });
 
-  it("reads a compose file that only overrides the task's container, and refuses one with a service beside it", async () => {
+  it("reads a compose file that overrides the task's container, and the services beside it", async () => {
     const own = await copy("compose-main-only");
     await writeFile(join(own, "environment/docker-compose.yaml"), "services:\n  main:\n    shm_size: 1g\n");
     const ok = await loadTask(own);
@@ -196,12 +196,36 @@ describe("loadTask", () => {
       join(sidecar, "environment/docker-compose.yaml"),
       'services:\n  main:\n    depends_on:\n      mcp-server:\n        condition: service_healthy\n  mcp-server:\n    build:\n      context: ./mcp-server\n    expose:\n      - "8000"\n',
     );
-    const refused = await loadTask(sidecar);
-    expect(refused.ok).toBe(false);
-    if (!refused.ok)
-      expect(refused.problems).toEqual([
-        "environment/docker-compose.yaml: service mcp-server runs beside the task's container and is reached over a network: Bridle runs a task in one environment whose only way out is the guard, so multi-container tasks are not supported",
+    await mkdir(join(sidecar, "environment/mcp-server"), { recursive: true });
+    await writeFile(
+      join(sidecar, "environment/mcp-server/Dockerfile"),
+      'FROM python:3.12-slim\nCMD ["python", "-V"]\n',
+    );
+    const beside = await loadTask(sidecar);
+    expect(beside.ok || beside.problems).toBe(true);
+    if (beside.ok)
+      expect(beside.task.services).toEqual([
+        {
+          name: "mcp-server",
+          dockerfile: expect.objectContaining({
+            name: "environment/mcp-server/Dockerfile",
+            context: [expect.objectContaining({ path: "Dockerfile" })],
+          }),
+          command: null,
+          env: {},
+          healthcheck: null,
+        },
       ]);
+    // A service from nowhere is refused by name.
+    const nowhere = await copy("compose-nowhere");
+    await writeFile(
+      join(nowhere, "environment/docker-compose.yaml"),
+      "services:\n  main: {}\n  cache:\n    expose: [6379]\n",
+    );
+    const refused = await loadTask(nowhere);
+    expect(refused.ok || refused.problems).toEqual([
+      "environment/docker-compose.yaml: services.cache: neither a build nor an image to run it from",
+    ]);
 
     const broken = await copy("compose-broken");
     await writeFile(join(broken, "environment/docker-compose.yml"), "services: [unclosed\n");

@@ -11,7 +11,7 @@ import {
   type TaskSplit,
 } from "@bridle/contracts";
 import { missingTools, WORKSPACE } from "@bridle/sandbox";
-import { composeProblem } from "./compose.ts";
+import { composeSideServices, type TaskService } from "./compose.ts";
 import { type TaskDockerfile, workspaceFromDockerfile } from "./dockerfile.ts";
 import { hashTree, readTree, type TreeFile } from "./files.ts";
 import { labelsOf, parseTaskToml, phaseEnv, type TaskToml } from "./task-toml.ts";
@@ -42,6 +42,8 @@ export interface HarborTask {
   solution: TreeFile[];
   /** The task's Dockerfile: built into the sandbox's system where an image engine is installed. */
   dockerfile: TaskDockerfile | undefined;
+  /** Services beside the task's container (its compose file's others), each built from a Dockerfile of its own. */
+  services: TaskService[];
   /** A multi-step task's steps (`[[steps]]`), in order; empty for a single-step task. */
   steps: HarborStep[];
   /** How the steps' rewards roll up into the task's (task.toml `multi_step_reward_strategy`). */
@@ -151,10 +153,18 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
       problems.push(`task.toml: environment.requires: not installed on this host: ${missing.join(", ")}`);
     }
   }
+  // Harbor merges the task's compose file over its own, whose `main` is the task's container.
+  const services: TaskService[] = [];
   for (const name of ["environment/docker-compose.yaml", "environment/docker-compose.yml"]) {
     const compose = file(name);
-    const problem = compose && composeProblem(compose.content.toString("utf8"), name, "main");
-    if (problem) problems.push(problem);
+    if (!compose) continue;
+    const read = composeSideServices(compose.content.toString("utf8"), name, "main", files, "environment");
+    if ("problem" in read) problems.push(read.problem);
+    else services.push(...read.services);
+    for (const service of "services" in read ? read.services : [])
+      notes.push(
+        `${name}: service ${service.name} runs beside the task's container, built from ${service.dockerfile.name}, on a network of their own`,
+      );
   }
   if (problems.length > 0 || !toml) return { ok: false, id, dir, problems };
   const context = under(files, "environment").filter((f) => !BUILD_FILES.has(f.path));
@@ -204,6 +214,7 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
       solution: under(files, "solution"),
       steps,
       stepRewards: toml.multi_step_reward_strategy,
+      services,
       dockerfile: dockerfile
         ? {
             name: dockerfileName,
@@ -300,6 +311,7 @@ function loadTb1(
       steps: [],
       stepRewards: "mean",
       dockerfile: read.dockerfile,
+      services: read.services,
     },
   };
 }

@@ -24,6 +24,7 @@ describe("public Harbor and Terminal-Bench 1 tasks, unchanged", () => {
   it("build their images and pass both controls, their tests fetching uv and pytest offline", async () => {
     const verdicts = await validateFolder(real, { parallel: 1, repeats: 1, toolchain, images, baseDir: dir });
     expect(verdicts.map((v) => [v.id, v.problems])).toEqual([
+      ["harbor-cookbook-multi-container", []],
       ["harbor-cookbook-multi-reward", []],
       ["harbor-cookbook-simple-task", []],
       ["terminal-bench-evoeval-0", []],
@@ -47,6 +48,19 @@ describe("public Harbor and Terminal-Bench 1 tasks, unchanged", () => {
           /FROM buildpack-deps:jammy -> localhost\/bridle\/buildpack-deps:jammy \(Ubuntu 22\.04 /,
         ),
         expect.stringMatching(/add-apt-repository ppa:deadsnakes\/ppa -> left out/),
+      ]),
+    );
+    // multi-container's API server runs beside the task's container, built from its own
+    // Dockerfile: the solution reaches it by name (http://api-server:5000) on the network they share.
+    expect(verdicts[0]?.services.map((s) => [s.name, s.healthcheck?.[0]])).toEqual([
+      ["api-server", "python3"],
+    ]);
+    expect(verdicts[0]?.notes).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^service api-server: environment\/api-server\/Dockerfile built /),
+        expect.stringMatching(
+          /^service api-server: .*FROM python:3\.12-slim -> localhost\/bridle\/python:3\.12 /,
+        ),
       ]),
     );
     // multi-reward's reward.json holds two keys (correctness, performance) and no `reward`: the

@@ -225,17 +225,83 @@ describe("a Terminal-Bench 1 task", () => {
     expect(script.match(/cp -a/g)).toHaveLength(1);
   });
 
-  it("refuses a compose file with a service beside the task's own container, naming it", async () => {
-    const two = await loadTask(
-      await tb1Task("with-server", {
-        "docker-compose.yaml": "services:\n  client:\n    build: .\n  redis:\n    image: redis:7\n",
+  it("reads the services beside the task's container, and builds the container from its compose build context", async () => {
+    // As Terminal-Bench's simple-web-scraper writes it: `client` and `server`, each from a folder.
+    const folder = await tb1Task("with-server", {
+      "docker-compose.yaml": [
+        "services:",
+        "  client:",
+        "    build:",
+        "      context: client",
+        "      dockerfile: Dockerfile",
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: compose's own variable, left unresolved
+        "    image: ${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}",
+        '    command: [ "sh", "-c", "sleep infinity" ]',
+        "  server:",
+        "    build:",
+        "      context: server",
+        '    command: [ "python", "./serve.py" ]',
+        "    environment:",
+        "      - GREETING=hi",
+        "    ports:",
+        '      - "8000"',
+        "    healthcheck:",
+        '      test: [ "CMD", "curl", "-f", "http://localhost:8000" ]',
+        "",
+      ].join("\n"),
+      "client/Dockerfile": "FROM python:3.13\nWORKDIR /app\nCOPY data.txt /app/data.txt\n",
+      "client/data.txt": "rows\n",
+      "server/Dockerfile": 'FROM python:3.13-slim\nCOPY serve.py .\nCMD ["python", "serve.py"]\n',
+      "server/serve.py": "print('serving')\n",
+    });
+    await rm(join(folder, "Dockerfile"), { force: true });
+    const read = await loadTask(folder);
+    expect(read.ok || read.problems).toBe(true);
+    if (!read.ok) return;
+    expect(read.task.dockerfile?.name).toBe("client/Dockerfile");
+    expect(read.task.environment.map((f) => f.path)).toEqual(["data.txt"]);
+    expect(read.task.services).toEqual([
+      {
+        name: "server",
+        dockerfile: expect.objectContaining({ name: "server/Dockerfile" }),
+        command: ["python", "./serve.py"],
+        env: { GREETING: "hi" },
+        healthcheck: ["curl", "-f", "http://localhost:8000"],
+      },
+    ]);
+    expect(read.task.services[0]!.dockerfile.context.map((f) => f.path).sort()).toEqual([
+      "Dockerfile",
+      "serve.py",
+    ]);
+    expect(read.task.notes).toContain(
+      "docker-compose.yaml: service server runs beside the task's container, built from server/Dockerfile, on a network of their own",
+    );
+
+    // What cannot run beside it is refused by name.
+    const volumes = await loadTask(
+      await tb1Task("with-volume", {
+        "docker-compose.yaml":
+          "services:\n  client:\n    build: .\n  db:\n    image: postgres:16\n    volumes:\n      - data:/var/lib/postgresql\n",
       }),
     );
-    expect(two.ok).toBe(false);
-    if (!two.ok)
-      expect(two.problems).toEqual([
-        "docker-compose.yaml: service redis runs beside the task's container and is reached over a network: Bridle runs a task in one environment whose only way out is the guard, so multi-container tasks are not supported",
-      ]);
+    expect(volumes.ok || volumes.problems).toEqual([
+      "docker-compose.yaml: services.db: volumes: not supported for a service beside the task's container (its build, image, command, environment and healthcheck are)",
+    ]);
+    // compose's build context defaults to the compose file's folder, as Terminal-Bench's own tasks leave it.
+    const dockerfileOnly = await loadTask(
+      await tb1Task("context-default", {
+        "docker-compose.yaml": "services:\n  client:\n    build:\n      dockerfile: Dockerfile\n",
+      }),
+    );
+    expect(dockerfileOnly.ok && dockerfileOnly.task.dockerfile?.name).toBe("Dockerfile");
+    const nameless = await loadTask(
+      await tb1Task("no-client", {
+        "docker-compose.yaml": "services:\n  app:\n    build: .\n  web:\n    image: nginx\n",
+      }),
+    );
+    expect(nameless.ok || nameless.problems).toEqual([
+      "docker-compose.yaml: services app, web: none is `client`, so none is known as the task's container",
+    ]);
   });
 
   it("refuses a broken task.yaml or a missing solution, naming the file", async () => {

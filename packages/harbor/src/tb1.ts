@@ -1,6 +1,6 @@
 import { dockerfileInstructions, WORKSPACE } from "@bridle/sandbox";
 import { parse as parseYaml } from "yaml";
-import { readTb1Compose } from "./compose.ts";
+import { readTb1Compose, type TaskService } from "./compose.ts";
 import { type TaskDockerfile, workspaceFromDockerfile } from "./dockerfile.ts";
 import type { TreeFile } from "./files.ts";
 import { OFFLINE } from "./offline.ts";
@@ -120,6 +120,8 @@ export type Tb1Result =
       tests: TreeFile[];
       solution: TreeFile[];
       dockerfile: TaskDockerfile | undefined;
+      /** The compose file's services beside the task's container. */
+      services: TaskService[];
     }
   | { ok: false; problems: string[] };
 
@@ -205,41 +207,56 @@ export function readTb1(files: TreeFile[]): Tb1Result {
   }
   if (testFiles.some((f) => f.path === "test.sh"))
     problems.push("tests/test.sh: clashes with the verifier Bridle writes for a Terminal-Bench 1 task");
+  const compose = byPath("docker-compose.yaml") ?? byPath("docker-compose.yml");
+  const read = compose ? readTb1Compose(compose.content.toString("utf8"), compose.path, files) : undefined;
+  if (compose && read && "problem" in read) problems.push(read.problem);
+  const composed = read && !("problem" in read) ? read : { testMounts: [], services: [], build: null };
+  // The task's container: built from its compose service's build context where that names one
+  // (`build: {context: client}`), else from the Dockerfile at the top of the folder.
+  const folder = composed.build?.context ?? "";
+  const dockerfileName = `${folder ? `${folder}/` : ""}${composed.build?.dockerfile ?? "Dockerfile"}`;
+  const dockerfile = byPath(dockerfileName);
+  if (composed.build && !dockerfile && compose)
+    problems.push(`${compose.path}: the task's container is built from ${dockerfileName}, which is missing`);
+  const inFolder = folder
+    ? files
+        .filter((f) => f.path.startsWith(`${folder}/`))
+        .map((f) => ({ ...f, path: f.path.slice(folder.length + 1) }))
+    : files;
   // The build context without the task's own files: tests and solutions never reach the agent,
   // unless the task's Dockerfile itself copies them into the image, as some datasets do.
-  const dockerfile = byPath("Dockerfile");
   const copied = dockerfile ? copiedSources(dockerfile.content.toString("utf8")) : [];
-  const ownFile = (path: string) => TASK_FILES.has(path) || path.startsWith("tests/");
+  const ownFile = (path: string) => !folder && (TASK_FILES.has(path) || path.startsWith("tests/"));
   // Named by a COPY or ADD (`COPY . /app` names none: a task's own files stay out of it).
   const named = (path: string) =>
     copied.find(({ source }) => source !== "." && (path === source || path.startsWith(`${source}/`)));
   for (const { line, source } of copied)
-    if (files.some((f) => ownFile(f.path) && named(f.path)?.source === source))
+    if (inFolder.some((f) => ownFile(f.path) && named(f.path)?.source === source))
       notes.push(
-        `Dockerfile: line ${line}: copies the task's ${source} into the image, where the agent can read it, as in Terminal-Bench`,
+        `${dockerfileName}: line ${line}: copies the task's ${source} into the image, where the agent can read it, as in Terminal-Bench`,
       );
-  const context = files.filter((f) => !ownFile(f.path) || named(f.path));
+  const context = inFolder.filter((f) => !ownFile(f.path) || named(f.path));
   const workspace = dockerfile
-    ? workspaceFromDockerfile(dockerfile.content.toString("utf8"), context, "Dockerfile")
+    ? workspaceFromDockerfile(dockerfile.content.toString("utf8"), context, dockerfileName)
     : { files: context, notes: [], workdir: WORKSPACE };
   const withoutImage = [
-    "Dockerfile: not built; its WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools",
+    `${dockerfileName}: not built; its WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools`,
     ...workspace.notes,
   ];
-  const compose = byPath("docker-compose.yaml") ?? byPath("docker-compose.yml");
-  const read = compose ? readTb1Compose(compose.content.toString("utf8"), compose.path) : undefined;
-  const testMounts = read && "testMounts" in read ? read.testMounts : [];
-  if (compose && read) {
-    if ("problem" in read) problems.push(read.problem);
-    else {
-      for (const target of testMounts)
-        notes.push(
-          `${compose.path}: the task's tests are also put at ${target}, where its compose file mounts them, for the tests only (not while the agent works)`,
-        );
+  const testMounts = composed.testMounts;
+  if (compose && read && !("problem" in read)) {
+    for (const target of testMounts)
+      notes.push(
+        `${compose.path}: the task's tests are also put at ${target}, where its compose file mounts them, for the tests only (not while the agent works)`,
+      );
+    for (const service of composed.services)
+      notes.push(
+        `${compose.path}: service ${service.name} runs beside the task's container, built from ${service.dockerfile.name}, on a network of their own`,
+      );
+    if (composed.services.length === 0 && !composed.build)
       notes.push(
         `${compose.path}: not read${testMounts.length > 0 ? " otherwise" : ""}: the task's Dockerfile alone makes its environment`,
       );
-    }
   }
   if (problems.length > 0 || instruction === undefined) return { ok: false, problems };
 
@@ -276,8 +293,9 @@ export function readTb1(files: TreeFile[]): Tb1Result {
     ],
     solution: [file("solve.sh", solve ?? "")],
     dockerfile: dockerfile
-      ? { name: "Dockerfile", content: dockerfile.content.toString("utf8"), context, withoutImage }
+      ? { name: dockerfileName, content: dockerfile.content.toString("utf8"), context, withoutImage }
       : undefined,
+    services: composed.services,
   };
 }
 

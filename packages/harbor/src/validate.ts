@@ -42,6 +42,7 @@ function refused(id: string, dir: string, problems: string[]): TaskVerdict {
     controlsReused: false,
     labels: null,
     image: null,
+    services: [],
   };
 }
 
@@ -65,6 +66,13 @@ export async function validateTask(
   else if (task.dockerfile)
     task.notes = [...task.notes, `${task.dockerfile.name}: built when the controls run`];
   const image = built?.image ? { digest: built.image.digest, tag: built.image.tag } : null;
+  const services = (built?.services ?? []).map(({ service, image }) => ({
+    name: service.name,
+    image: { digest: image.digest, tag: image.tag },
+    command: service.command,
+    env: service.env,
+    healthcheck: service.healthcheck,
+  }));
   if (built?.problem) {
     return {
       verdict: {
@@ -78,6 +86,7 @@ export async function validateTask(
         controlsReused: false,
         labels: task.labels,
         image: null,
+        services: [],
       },
       task: null,
     };
@@ -95,6 +104,7 @@ export async function validateTask(
         repeats,
         toolchain: options.toolchain,
         image: built?.image ?? null,
+        services: built?.services ?? [],
         ...(options.baseDir ? { baseDir: options.baseDir } : {}),
         ...(options.allowedEnv ? { allowedEnv: options.allowedEnv } : {}),
       });
@@ -112,6 +122,7 @@ export async function validateTask(
           controlsReused: false,
           labels: task.labels,
           image,
+          services,
         },
         task,
       };
@@ -130,6 +141,7 @@ export async function validateTask(
       controlsReused,
       labels: controls ? labelsFromControls(controls) : task.labels,
       image,
+      services,
     },
     task,
   };

@@ -19,6 +19,7 @@ beforeAll(async () => {
     join(import.meta.dirname, "..", "fixtures", "task-env"),
     join(import.meta.dirname, "..", "fixtures", "image-task"),
     join(import.meta.dirname, "..", "fixtures", "user-task"),
+    join(import.meta.dirname, "..", "fixtures", "service-task"),
     join(import.meta.dirname, "..", "..", "..", "packages", "harbor", "fixtures", "two-steps"),
   ]);
 }, 600_000);
@@ -432,6 +433,39 @@ describe("a task whose environment is a Dockerfile (built on podman)", () => {
     expect(result.environmentFailure).toBeNull();
     expect(result.toolCalls.guard).toBe(1);
     expect(result.correctness).toBe(1);
+  });
+
+  it("starts the task's service beside the harness and again beside the tests, on a network of their own", async () => {
+    await stack.script([
+      {
+        tool_calls: [
+          run(
+            "python3 -c \"import urllib.request; open('word.txt', 'w').write(urllib.request.urlopen('http://notes:8080/word.txt').read().decode())\"",
+          ),
+        ],
+      },
+      { text: "Done." },
+    ]);
+    const result = await rollout("service-task", { taskId: "service-task" });
+    expect(result.environmentFailure).toBeNull();
+    // The call reached the service by name (its word is nowhere else), and the tests' own request
+    // reached a fresh one beside them.
+    expect(result.blocked).toEqual([]);
+    expect(result.correctness).toBe(1);
+    // Nothing of either is left: no sandbox folder, no namespace holder.
+    expect(readdirSync(join(stack.dataDir, "sandboxes"))).toEqual([]);
+    const holders = readdirSync("/proc").filter(
+      (pid) =>
+        /^\d+$/.test(pid) &&
+        (() => {
+          try {
+            return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("--info-fd");
+          } catch {
+            return false; // gone meanwhile
+          }
+        })(),
+    );
+    expect(holders).toEqual([]);
   });
 
   it("runs on a host that has not built the image: the runner fetches it from the tasks service", async () => {

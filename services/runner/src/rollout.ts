@@ -18,6 +18,7 @@ import {
   prepareStep,
   resolveTaskEnv,
   rollUpSteps,
+  startTaskServices,
 } from "@bridle/harbor";
 import {
   type BuiltImage,
@@ -27,6 +28,8 @@ import {
   packFolder,
   Sandbox,
   SandboxSetupError,
+  ServiceStartError,
+  type TaskServices,
 } from "@bridle/sandbox";
 import { type ArtifactStore, httpError, type Logger, ServiceError } from "@bridle/service-kit";
 import {
@@ -162,7 +165,8 @@ async function openSession(ctx: RolloutContext, instruction: string, step?: stri
     apiKey,
     instruction,
     adapter: request.model,
-    allowedHosts: task.guard.allowedHosts,
+    // The task's own services are hosts its agent is meant to reach.
+    allowedHosts: [...task.guard.allowedHosts, ...task.services.map((service) => service.name)],
     taskPlugins: task.guard.plugins,
     capture: request.capture,
     mode: request.guardMode,
@@ -208,12 +212,24 @@ async function execute(ctx: RolloutContext): Promise<RolloutResult> {
   };
 
   let sandbox: Sandbox | undefined;
+  let services: TaskServices | undefined;
   try {
     const image = await imageOf(deps, task);
     const start = image ? imageWorkspace(image, task.workdir) : undefined;
+    // The services beside the task's container, up before the agent starts, on a network that
+    // only they and the agent's sandbox share.
+    services = await startTaskServices(task.services, {
+      images: deps.images,
+      allowedEnv: deps.allowedEnv ?? [],
+      baseDir: join(deps.dataDir, "sandboxes"),
+    }).catch((err: unknown) => {
+      if (err instanceof ServiceStartError) throw new EnvironmentFailure("sandbox", err.message);
+      throw err;
+    });
     sandbox = await Sandbox.create({
       baseDir: join(deps.dataDir, "sandboxes"),
       workdir: task.workdir,
+      ...(services ? { network: services.network } : {}),
       // On the task's image the workspace starts as the image has it; the stored files are for
       // hosts without one.
       ...(image ? { image, ...(start ? { environmentDir: start } : {}) } : {}),
@@ -245,6 +261,7 @@ async function execute(ctx: RolloutContext): Promise<RolloutResult> {
     result.environmentFailure = { stage: err.stage, reason: err.message };
   } finally {
     await sandbox?.dispose().catch((err: unknown) => ctx.log.warn({ err }, "sandbox cleanup failed"));
+    await services?.stop().catch((err: unknown) => ctx.log.warn({ err }, "services cleanup failed"));
   }
   if (result.environmentFailure && result.blocked.length > 0) {
     // Blocked means 0, always: a crash, a timeout or a broken verifier after a violation must not

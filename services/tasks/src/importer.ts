@@ -38,6 +38,7 @@ export async function importTasks(path: string, options: ImportOptions): Promise
         { split, source: task.splitOverride ? "metadata" : "hash" },
         verdict.controls,
         verdict.image,
+        verdict.services,
       );
       verdict.imported = true;
       verdict.labels = task.labels;

@@ -9,6 +9,7 @@ import {
   type TaskFile,
   type TaskImageRef,
   type TaskListQuery,
+  type TaskServiceRef,
   type TaskSplit,
   type TaskSummary,
   type VerifierBundle,
@@ -38,7 +39,8 @@ CREATE TABLE IF NOT EXISTS tasks (
   workdir TEXT NOT NULL DEFAULT '/app',
   image TEXT,
   agent_env TEXT NOT NULL DEFAULT '{}',
-  users TEXT NOT NULL DEFAULT '{}'
+  users TEXT NOT NULL DEFAULT '{}',
+  services TEXT NOT NULL DEFAULT '[]'
 );
 CREATE TABLE IF NOT EXISTS task_files (
   task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
@@ -93,6 +95,8 @@ interface Row {
   steps: string | null;
   step_rewards: string;
   users: string;
+  /** The services beside the task's container (TaskServiceRef[] as JSON). */
+  services: string;
 }
 
 /** What the registry keeps of a step besides its files. */
@@ -110,6 +114,7 @@ const usersOf = (row: Row): { agent?: string | number; verifier?: string | numbe
   JSON.parse(row.users) as { agent?: string | number; verifier?: string | number };
 
 const imageOf = (row: Row): TaskImageRef => (row.image ? (JSON.parse(row.image) as TaskImageRef) : null);
+const servicesOf = (row: Row): TaskServiceRef[] => JSON.parse(row.services) as TaskServiceRef[];
 
 /** The stored `[guard]` table in the runner's shape (a registry from before the column reads as none). */
 function guardOf(text: string): AgentTask["guard"] {
@@ -170,6 +175,8 @@ export class TaskStore {
       this.db.exec("ALTER TABLE tasks ADD COLUMN agent_env TEXT NOT NULL DEFAULT '{}'");
     if (!columns.some((c) => c.name === "users"))
       this.db.exec("ALTER TABLE tasks ADD COLUMN users TEXT NOT NULL DEFAULT '{}'");
+    if (!columns.some((c) => c.name === "services"))
+      this.db.exec("ALTER TABLE tasks ADD COLUMN services TEXT NOT NULL DEFAULT '[]'");
   }
 
   /**
@@ -182,6 +189,8 @@ export class TaskStore {
     controls: ControlResults | null,
     /** The image built from the task's Dockerfile, when one was. */
     image: TaskImageRef = null,
+    /** The services beside the task's container, with their built images. */
+    services: readonly TaskServiceRef[] = [],
   ): void {
     const previous = this.get(task.id);
     const kept = controls ?? (previous?.controls?.hash === task.hash ? previous.controls : null);
@@ -191,9 +200,9 @@ export class TaskStore {
       this.db
         .prepare(
           `INSERT INTO tasks (id, hash, category, split, split_source, labels, controls, instruction,
-             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible, reward_key, workdir, image, steps, step_rewards, agent_env, users)
+             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible, reward_key, workdir, image, steps, step_rewards, agent_env, users, services)
            VALUES (@id, @hash, @category, @split, @split_source, @labels, @controls, @instruction,
-             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible, @reward_key, @workdir, @image, @steps, @step_rewards, @agent_env, @users)`,
+             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible, @reward_key, @workdir, @image, @steps, @step_rewards, @agent_env, @users, @services)`,
         )
         .run({
           id: task.id,
@@ -233,6 +242,7 @@ export class TaskStore {
               : null,
           step_rewards: task.stepRewards,
           users: JSON.stringify({ agent: task.toml.agent.user, verifier: task.toml.verifier.user }),
+          services: JSON.stringify(services),
         });
       const insert = this.db.prepare(
         "INSERT INTO task_files (task_id, part, path, mode, content) VALUES (?, ?, ?, ?, ?)",
@@ -345,6 +355,7 @@ export class TaskStore {
       agentTimeoutSec: row.agent_timeout_sec,
       workdir: row.workdir,
       image: imageOf(row),
+      services: servicesOf(row),
       environment: this.files(id, "environment"),
       guard: guardOf(row.guard),
       env: JSON.parse(row.agent_env) as Record<string, string>,
@@ -373,6 +384,7 @@ export class TaskStore {
       rewardKey: row.reward_key ?? null,
       workdir: row.workdir,
       image: imageOf(row),
+      services: servicesOf(row),
       tests: this.files(id, "tests"),
       steps: this.steps(row).map((step) => ({
         name: step.name,

@@ -6,9 +6,9 @@ import {
   type VerifierBundle,
   type VerifierOutcome,
 } from "@bridle/contracts";
-import { fromTaskFiles, runTests, type SandboxHost } from "@bridle/harbor";
+import { fromTaskFiles, runTests, type SandboxHost, startTaskServices } from "@bridle/harbor";
 import { computeReward } from "@bridle/reward";
-import { type BuiltImage, Sandbox } from "@bridle/sandbox";
+import { type BuiltImage, Sandbox, ServiceStartError, type TaskServices } from "@bridle/sandbox";
 import {
   ArtifactError,
   callJson,
@@ -107,13 +107,39 @@ export async function verify(deps: VerifyDeps, request: VerificationRequest): Pr
       const message = `task ${bundle.id} runs on the image ${bundle.image.tag}, which is not built on this host${missing}`;
       return { correctness: null, failure: "setup", message, exitCode: null, durationMs: 0, outputTail: "" };
     }
-    const workspace = await fetchArtifact(request.workspace).catch((err) => received(err, "workspace"));
+    // The task's services, started afresh for the tests, on a network shared with their sandbox alone.
+    let services: TaskServices | undefined;
+    try {
+      services = await startTaskServices(bundle.services, {
+        images: deps.images,
+        allowedEnv: deps.allowedEnv ?? [],
+        ...(deps.sandboxDir ? { baseDir: deps.sandboxDir } : {}),
+      });
+    } catch (err) {
+      if (!(err instanceof ServiceStartError)) throw err;
+      return {
+        correctness: null,
+        failure: "setup",
+        message: err.message,
+        exitCode: null,
+        durationMs: 0,
+        outputTail: "",
+      };
+    }
+    const workspace = await fetchArtifact(request.workspace).catch(async (err) => {
+      await services?.stop();
+      return received(err, "workspace");
+    });
     const changes = request.changes
-      ? await fetchArtifact(request.changes).catch((err) => received(err, "changes"))
+      ? await fetchArtifact(request.changes).catch(async (err) => {
+          await services?.stop();
+          return received(err, "changes");
+        })
       : undefined;
     let sandbox: Sandbox;
     try {
       sandbox = await Sandbox.create({
+        ...(services ? { network: services.network } : {}),
         environmentArchive: workspace,
         workdir: bundle.workdir,
         ...(deps.sandboxDir ? { baseDir: deps.sandboxDir } : {}),
@@ -122,6 +148,7 @@ export async function verify(deps: VerifyDeps, request: VerificationRequest): Pr
         ...(image && changes ? { changesArchive: changes } : {}),
       });
     } catch (err) {
+      await services?.stop();
       // The workspace unpacks first: a transfer that failed after it ended was the changes'.
       if (err instanceof ArtifactError)
         received(err, changes && workspace.readableEnded ? "changes" : "workspace");
@@ -145,6 +172,7 @@ export async function verify(deps: VerifyDeps, request: VerificationRequest): Pr
       });
     } finally {
       await sandbox.dispose();
+      await services?.stop();
     }
   });
   const config = {

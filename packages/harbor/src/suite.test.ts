@@ -24,6 +24,23 @@ describe("the bundled task suite", () => {
     }
   }, 300_000);
 
+  it("runs every check.py on one runner: each task's tests/test.sh is the same but for its reward rule", async () => {
+    // The checks' helpers (checklib) live in that runner: a copy edited alone would drift.
+    const { readdir, readFile } = await import("node:fs/promises");
+    const { existsSync } = await import("node:fs");
+    const runners = new Map<string, string[]>();
+    for (const entry of await readdir(suite, { withFileTypes: true })) {
+      const tests = resolve(suite, entry.name, "tests");
+      if (!entry.isDirectory() || !existsSync(resolve(tests, "check.py"))) continue;
+      const text = (await readFile(resolve(tests, "test.sh"), "utf8"))
+        .replace(/^ALL_OR_NOTHING=[01] /m, "ALL_OR_NOTHING=? ")
+        .replace(/^# (the share of checks that pass|1 only when every check passes)\.$/m, "# (its rule).");
+      runners.set(text, [...(runners.get(text) ?? []), entry.name]);
+    }
+    expect([...runners.values()].map((tasks) => tasks.length)).toEqual([expect.any(Number)]);
+    expect([...runners.keys()][0]).toContain('sys.modules["checklib"] = checklib');
+  });
+
   it("has at least 8 build, 8 repair, 4 extend and 4 qa tasks", async () => {
     const { readdir } = await import("node:fs/promises");
     const counts: Record<TaskCategory, number> = { build: 0, repair: 0, extend: 0, qa: 0 };

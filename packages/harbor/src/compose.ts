@@ -37,6 +37,10 @@ const IGNORED = new Set([
   "init",
   "stop_signal",
   "stop_grace_period",
+  "shm_size",
+  "ulimits",
+  "deploy",
+  "volumes",
 ]);
 
 /**
@@ -78,6 +82,15 @@ function sideService(
     return { problem: `${where}: a mapping of the service's settings` };
   const spec = raw as Record<string, unknown>;
   const unsupported = Object.keys(spec).filter((key) => !IGNORED.has(key));
+  // Only the engine's own mounts (Harbor's and Terminal-Bench's log folders, `${VAR}:${VAR}`) are
+  // let pass: a volume of data or of the host's would not be there.
+  const volumes = Array.isArray(spec.volumes)
+    ? spec.volumes
+    : spec.volumes === undefined
+      ? []
+      : [spec.volumes];
+  if (volumes.some((v) => typeof v !== "string" || !/^\$\{[A-Za-z_][A-Za-z0-9_]*\}:/.test(v)))
+    unsupported.push("volumes");
   if (unsupported.length > 0)
     return {
       problem: `${where}: ${unsupported.join(", ")}: not supported for a service beside the task's container (its build, image, command, environment and healthcheck are)`,
@@ -113,7 +126,10 @@ function serviceDockerfile(
         : "Dockerfile";
     if (typeof context !== "string" || typeof name !== "string")
       return { problem: `${where}.build: a context folder, or a mapping with context and dockerfile` };
-    const folder = posix.normalize(posix.join(base, context)).replace(/\/$/, "");
+    // Harbor's own variable for the environment folder, as its adapters' templates write it.
+    const folder = posix
+      .normalize(posix.join(base, context.replace(/^\$\{CONTEXT_DIR\}/, ".")))
+      .replace(/\/$/, "");
     if (folder.startsWith("..") || posix.isAbsolute(folder))
       return { problem: `${where}.build.context: ${context} lies outside the task's folder` };
     const prefix = folder === "." ? "" : `${folder}/`;

@@ -216,6 +216,45 @@ describe("loadTask", () => {
           healthcheck: null,
         },
       ]);
+    // As Harbor's adapters write them: the engine's log mount and resource limits pass, the
+    // environment folder may be named by Harbor's own variable; a volume of data does not.
+    const adapter = await copy("compose-adapter");
+    await mkdir(join(adapter, "environment/game"), { recursive: true });
+    await writeFile(join(adapter, "environment/Dockerfile.game"), "FROM python:3.12-slim\n");
+    await writeFile(
+      join(adapter, "environment/docker-compose.yaml"),
+      [
+        "services:",
+        "  main: {}",
+        "  game:",
+        "    build:",
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: compose's own variable, as Harbor writes it
+        "      context: ${CONTEXT_DIR}",
+        "      dockerfile: Dockerfile.game",
+        "    volumes:",
+        // biome-ignore lint/suspicious/noTemplateCurlyInString: compose's own variable, as Harbor writes it
+        "      - ${HOST_AGENT_LOGS_PATH}:${ENV_AGENT_LOGS_PATH}",
+        "    deploy:",
+        "      resources:",
+        "        limits:",
+        "          memory: 1024M",
+        "    healthcheck:",
+        '      test: ["CMD-SHELL", "python3 -c \'print(1)\'"]',
+        "",
+      ].join("\n"),
+    );
+    const fromAdapter = await loadTask(adapter);
+    expect(
+      fromAdapter.ok && fromAdapter.task.services.map((s) => [s.dockerfile.name, s.healthcheck]),
+    ).toEqual([["environment/Dockerfile.game", ["/bin/sh", "-c", "python3 -c 'print(1)'"]]]);
+    await writeFile(
+      join(adapter, "environment/docker-compose.yaml"),
+      "services:\n  main: {}\n  db:\n    image: postgres:16\n    privileged: true\n    volumes:\n      - data:/var/lib/postgresql\n",
+    );
+    const data = await loadTask(adapter);
+    expect(data.ok || data.problems).toEqual([
+      "environment/docker-compose.yaml: services.db: privileged, volumes: not supported for a service beside the task's container (its build, image, command, environment and healthcheck are)",
+    ]);
     // A service from nowhere is refused by name.
     const nowhere = await copy("compose-nowhere");
     await writeFile(

@@ -206,23 +206,9 @@ async function control(
   if (task.steps.length > 0) return stepsControl(kind, task, options, attempt);
   const expected = kind === "oracle" ? 1 : 0;
   const started = performance.now();
-  const services = await servicesFor(options);
-  if (services && "failure" in services)
-    return {
-      control: kind,
-      expected,
-      reward: null,
-      passed: false,
-      message: `${kind}: environment failure: ${services.failure}`,
-      durationMs: performance.now() - started,
-      attempt,
-    };
-  const sandbox = await sandboxFor(task, options.baseDir, options.image, services?.network).catch(
-    async (err: unknown) => {
-      await services?.stop();
-      throw err;
-    },
-  );
+  const opened = await controlSandbox(kind, task, options, attempt, started);
+  if ("failed" in opened) return opened.failed;
+  const { sandbox } = opened;
   try {
     const note = await act(sandbox);
     const outcome = await runTests(sandbox, testOptions(task, options));
@@ -243,9 +229,41 @@ async function control(
       attempt,
     };
   } finally {
-    await sandbox.dispose();
-    await services?.stop();
+    await opened.end();
   }
+}
+
+/**
+ * A control's sandbox on the network of the task's services (started for this control alone) and
+ * how to end both, or the control's environment failure when a service does not come up.
+ */
+async function controlSandbox(
+  kind: "oracle" | "nop",
+  task: HarborTask,
+  options: ControlOptions,
+  attempt: number,
+  started: number,
+): Promise<{ sandbox: Sandbox; end: () => Promise<void> } | { failed: ControlRun }> {
+  const services = await servicesFor(options);
+  if (services && "failure" in services) {
+    const message = `${kind}: environment failure: ${services.failure}`;
+    const expected = kind === "oracle" ? 1 : 0;
+    const durationMs = performance.now() - started;
+    return { failed: { control: kind, expected, reward: null, passed: false, message, durationMs, attempt } };
+  }
+  const sandbox = await sandboxFor(task, options.baseDir, options.image, services?.network).catch(
+    async (err: unknown) => {
+      await services?.stop();
+      throw err;
+    },
+  );
+  return {
+    sandbox,
+    end: async () => {
+      await sandbox.dispose();
+      await services?.stop();
+    },
+  };
 }
 
 /** The oracle control of a task without solution/solve.sh, which it cannot run. */
@@ -362,23 +380,9 @@ async function stepsControl(
   const started = performance.now();
   const expected = control === "oracle" ? 1 : 0;
   const limits = limitsOf(task);
-  const services = await servicesFor(options);
-  if (services && "failure" in services)
-    return {
-      control,
-      expected,
-      reward: null,
-      passed: false,
-      message: `${control}: environment failure: ${services.failure}`,
-      durationMs: performance.now() - started,
-      attempt,
-    };
-  const sandbox = await sandboxFor(task, options.baseDir, options.image, services?.network).catch(
-    async (err: unknown) => {
-      await services?.stop();
-      throw err;
-    },
-  );
+  const opened = await controlSandbox(control, task, options, attempt, started);
+  if ("failed" in opened) return opened.failed;
+  const { sandbox } = opened;
   const said: string[] = [];
   let failure: string | null = null;
   const scores: number[] = [];
@@ -420,8 +424,7 @@ async function stepsControl(
       }
     }
   } finally {
-    await sandbox.dispose();
-    await services?.stop();
+    await opened.end();
   }
   const reward = failure ? null : rollUpSteps(scores, task.stepRewards);
   const passed = reward === expected;

@@ -7,7 +7,7 @@ export interface TaskDockerfile {
   /** How the Dockerfile is named in notes (`environment/Dockerfile`, `Dockerfile`). */
   name: string;
   content: string;
-  /** The build context: the folder's files, less tests, solutions and build files. */
+  /** The build context: the folder's files (a Terminal-Bench 1 task's, less its tests and solution). */
   context: TreeFile[];
   /** Notes that hold when the image is not built: bubblewrap on this host's tools instead. */
   withoutImage: string[];

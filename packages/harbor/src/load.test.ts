@@ -31,7 +31,8 @@ describe("loadTask", () => {
       name: "environment/Dockerfile",
       content: "FROM debian\n",
     });
-    expect(loaded.task.dockerfile?.context.map((f) => f.path)).toEqual(["stats.py"]);
+    // The engine gets the whole folder as its context, as Docker does (a Dockerfile may COPY its .dockerignore).
+    expect(loaded.task.dockerfile?.context.map((f) => f.path).sort()).toEqual(["Dockerfile", "stats.py"]);
     expect(loaded.task.dockerfile?.withoutImage).toContain(
       "environment/Dockerfile: not built; its WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools",
     );
@@ -267,10 +268,24 @@ describe("loadTask", () => {
     ]);
 
     const broken = await copy("compose-broken");
-    await writeFile(join(broken, "environment/docker-compose.yml"), "services: [unclosed\n");
+    await writeFile(join(broken, "environment/docker-compose.yaml"), "services: [unclosed\n");
     const bad = await loadTask(broken);
     expect(bad.ok).toBe(false);
-    if (!bad.ok) expect(bad.problems[0]).toMatch(/^environment\/docker-compose\.yml: not valid YAML: /);
+    if (!bad.ok) expect(bad.problems[0]).toMatch(/^environment\/docker-compose\.yaml: not valid YAML: /);
+
+    // Harbor reads docker-compose.yaml alone: a docker-compose.yml is the task's own file, as in
+    // TermiGen's tasks about fixing one, whose Dockerfile copies it into the image.
+    const ymlTask = await copy("compose-yml");
+    await writeFile(
+      join(ymlTask, "environment/docker-compose.yml"),
+      "services:\n  web:\n    image: nginx\n    volumes:\n      - ./site:/usr/share/nginx/html\n",
+    );
+    const yml = await loadTask(ymlTask);
+    expect(yml.ok || yml.problems).toBe(true);
+    if (yml.ok) {
+      expect(yml.task.services).toEqual([]);
+      expect(yml.task.environment.map((f) => f.path)).toContain("docker-compose.yml");
+    }
   });
 
   it("reads a hack check, and refuses one that could be trained on", async () => {

@@ -74,8 +74,12 @@ export type LoadResult =
   | { ok: true; task: HarborTask }
   | { ok: false; id: string; dir: string; problems: string[] };
 
-/** Files that describe a container build: this backend does not run them, so they stay out of the workspace. */
-const BUILD_FILES = new Set(["Dockerfile", "docker-compose.yaml", "docker-compose.yml", ".dockerignore"]);
+/**
+ * Files that describe the task's container build, not its workspace. Harbor reads the compose file
+ * by the name `docker-compose.yaml` alone: a `docker-compose.yml` is one of the task's own files (a
+ * task about fixing one copies it into its image).
+ */
+const BUILD_FILES = new Set(["Dockerfile", "docker-compose.yaml", ".dockerignore"]);
 
 const under = (files: TreeFile[], folder: string) =>
   files
@@ -155,9 +159,9 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
   }
   // Harbor merges the task's compose file over its own, whose `main` is the task's container.
   const services: TaskService[] = [];
-  for (const name of ["environment/docker-compose.yaml", "environment/docker-compose.yml"]) {
-    const compose = file(name);
-    if (!compose) continue;
+  const name = "environment/docker-compose.yaml";
+  const compose = file(name);
+  if (compose) {
     const read = composeSideServices(compose.content.toString("utf8"), name, "main", files, "environment");
     if ("problem" in read) problems.push(read.problem);
     else services.push(...read.services);
@@ -219,7 +223,9 @@ export async function loadTask(dirPath: string): Promise<LoadResult> {
         ? {
             name: dockerfileName,
             content: dockerfile.content.toString("utf8"),
-            context,
+            // The whole folder, as an engine is given it: a Dockerfile may COPY its .dockerignore,
+            // and the engine honours that file.
+            context: under(files, "environment"),
             withoutImage: [
               `${dockerfileName}: not built; its WORKDIR, COPY and ADD lines place the workspace, run in bubblewrap with this host's tools`,
               ...workspace.notes,

@@ -209,6 +209,14 @@ export const TaskServiceRef = z.object({
     .nullable()
     .default(null)
     .describe("A command that exits 0 once it is ready (compose's healthcheck); null: ready once it listens"),
+  memoryMb: z
+    .number()
+    .int()
+    .positive()
+    .nullable()
+    .default(null)
+    .describe("Its memory limit in MiB (compose's deploy limits or mem_limit); null: the sandbox's default"),
+  cpus: z.number().positive().nullable().default(null).describe("Its CPU limit; null: none"),
 });
 export type TaskServiceRef = z.infer<typeof TaskServiceRef>;
 

@@ -16,6 +16,9 @@ export interface TaskService {
   command: string[] | null;
   env: Record<string, string>;
   healthcheck: string[] | null;
+  /** Its memory and CPU limits (compose's deploy.resources.limits, mem_limit, cpus); null: the sandbox's default. */
+  memoryMb: number | null;
+  cpus: number | null;
 }
 
 /** Keys of a compose service that change nothing here: one network, no published ports, no names of the engine's. */
@@ -40,6 +43,8 @@ const IGNORED = new Set([
   "shm_size",
   "ulimits",
   "deploy",
+  "mem_limit",
+  "cpus",
   "volumes",
 ]);
 
@@ -105,7 +110,25 @@ function sideService(
   const healthcheck = healthcheckOf(spec.healthcheck);
   if (healthcheck === undefined)
     return { problem: `${where}.healthcheck.test: ["CMD", ...], ["CMD-SHELL", "..."] or a string` };
-  return { name, dockerfile, command, env, healthcheck };
+  const limits = (
+    spec.deploy as { resources?: { limits?: { memory?: unknown; cpus?: unknown } } } | undefined
+  )?.resources?.limits;
+  const memoryMb = megabytes(spec.mem_limit ?? limits?.memory);
+  const cpus = spec.cpus ?? limits?.cpus;
+  const cpuCount = cpus === undefined ? null : Number(cpus);
+  if (memoryMb === undefined) return { problem: `${where}: memory limit: a size such as 512m or 4g` };
+  if (cpuCount !== null && !(cpuCount > 0)) return { problem: `${where}: cpus: a positive number` };
+  return { name, dockerfile, command, env, healthcheck, memoryMb, cpus: cpuCount };
+}
+
+/** A compose size (bytes, or with b, k, m, g and an optional b) in MiB, rounded up; null when absent. */
+function megabytes(value: unknown): number | null | undefined {
+  if (value === undefined || value === null) return null;
+  const match = /^(\d+(?:\.\d+)?)\s*([bkmg]?)b?$/i.exec(String(value).trim());
+  if (!match) return undefined;
+  const scale = { "": 1, b: 1, k: 2 ** 10, m: 2 ** 20, g: 2 ** 30 }[match[2]!.toLowerCase()] ?? 1;
+  const mb = Math.ceil((Number(match[1]) * scale) / 2 ** 20);
+  return mb > 0 ? mb : undefined;
 }
 
 /** The service's Dockerfile: its build context's (relative to the compose file), else `FROM <image>`. */

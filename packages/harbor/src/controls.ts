@@ -181,6 +181,8 @@ async function servicesFor(options: ControlOptions): Promise<TaskServices | unde
       command: service.command,
       env: env.env,
       healthcheck: service.healthcheck,
+      memoryMb: service.memoryMb,
+      cpus: service.cpus,
     });
   }
   try {

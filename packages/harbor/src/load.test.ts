@@ -215,6 +215,8 @@ describe("loadTask", () => {
           command: null,
           env: {},
           healthcheck: null,
+          memoryMb: null,
+          cpus: null,
         },
       ]);
     // As Harbor's adapters write them: the engine's log mount and resource limits pass, the
@@ -246,8 +248,9 @@ describe("loadTask", () => {
     );
     const fromAdapter = await loadTask(adapter);
     expect(
-      fromAdapter.ok && fromAdapter.task.services.map((s) => [s.dockerfile.name, s.healthcheck]),
-    ).toEqual([["environment/Dockerfile.game", ["/bin/sh", "-c", "python3 -c 'print(1)'"]]]);
+      fromAdapter.ok &&
+        fromAdapter.task.services.map((s) => [s.dockerfile.name, s.healthcheck, s.memoryMb, s.cpus]),
+    ).toEqual([["environment/Dockerfile.game", ["/bin/sh", "-c", "python3 -c 'print(1)'"], 1024, null]]);
     await writeFile(
       join(adapter, "environment/docker-compose.yaml"),
       "services:\n  main: {}\n  db:\n    image: postgres:16\n    privileged: true\n    volumes:\n      - data:/var/lib/postgresql\n",

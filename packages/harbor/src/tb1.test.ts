@@ -267,6 +267,8 @@ describe("a Terminal-Bench 1 task", () => {
         command: ["python", "./serve.py"],
         env: { GREETING: "hi" },
         healthcheck: ["curl", "-f", "http://localhost:8000"],
+        memoryMb: null,
+        cpus: null,
       },
     ]);
     expect(read.task.services[0]!.dockerfile.context.map((f) => f.path).sort()).toEqual([

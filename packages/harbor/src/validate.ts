@@ -72,6 +72,8 @@ export async function validateTask(
     command: service.command,
     env: service.env,
     healthcheck: service.healthcheck,
+    memoryMb: service.memoryMb,
+    cpus: service.cpus,
   }));
   if (built?.problem) {
     return {

@@ -13,6 +13,9 @@ export interface ServiceSpec {
   env: Record<string, string>;
   /** A command that exits 0 once it is ready (compose's `healthcheck.test`); none: it is ready once it listens. */
   healthcheck: string[] | null;
+  /** Its memory limit (MiB) and CPU limit; null: the sandbox's defaults. */
+  memoryMb?: number | null;
+  cpus?: number | null;
 }
 
 /** A service that did not come up: what it said, for the rollout's or the control's failure. */
@@ -72,7 +75,13 @@ export class TaskServices {
     const sandbox = await create();
     const stop = new AbortController();
     const listening = await this.network.listeners();
-    const done = sandbox.run(argv, { timeoutMs: 7 * 24 * 3600_000, signal: stop.signal, env: spec.env });
+    const done = sandbox.run(argv, {
+      timeoutMs: 7 * 24 * 3600_000,
+      signal: stop.signal,
+      env: spec.env,
+      ...(spec.memoryMb ? { memoryMb: spec.memoryMb } : {}),
+      ...(spec.cpus ? { cpus: spec.cpus } : {}),
+    });
     this.running.push({ sandbox, stop, done });
     let ended: RunResult | undefined;
     void done.then((result) => {

@@ -12,6 +12,8 @@ import {
   packFolder,
   planDockerfile,
   Sandbox,
+  ServiceStartError,
+  TaskServices,
 } from "./index.ts";
 
 describe("planDockerfile", () => {
@@ -741,5 +743,71 @@ describe("EnvironmentImages on podman", () => {
     expect(err).toBeInstanceOf(ImageBuildError);
     expect((err as ImageBuildError).line).toBe(3);
     expect((err as Error).message).toMatch(/^environment\/Dockerfile: line 3: RUN curl -fsS .*: failed: /);
+  }, 600_000);
+
+  it("runs a task's services on their images, each ready before the next, reached by name from a sandbox on their network", async () => {
+    const context = join(host, "service");
+    await mkdir(context, { recursive: true });
+    await writeFile(
+      join(context, "serve.sh"),
+      'printf "%s" "$WORD" > word.txt\nexec python3 -m http.server 8080 --bind 127.0.0.1\n',
+    );
+    const image = await images.build(
+      'FROM python:3.11-slim\nWORKDIR /srv/notes\nCOPY serve.sh /serve.sh\nCMD ["sh", "/serve.sh"]\n',
+      context,
+      "notes/Dockerfile",
+    );
+    expect(image.cmd).toEqual(["sh", "/serve.sh"]);
+    const ready = [
+      "python3",
+      "-c",
+      "import urllib.request; urllib.request.urlopen('http://localhost:8080/', timeout=2)",
+    ];
+    const services = await TaskServices.start(
+      [
+        {
+          name: "notes",
+          image,
+          command: null,
+          env: { WORD: "lighthouse" },
+          healthcheck: ready,
+          memoryMb: 256,
+        },
+      ],
+      { baseDir: host },
+    );
+    const client = await Sandbox.create({ baseDir: host, network: services.network });
+    try {
+      const fetched = await client.run(
+        [
+          "python3",
+          "-c",
+          "import urllib.request; print(urllib.request.urlopen('http://notes:8080/word.txt').read().decode())",
+        ],
+        { timeoutMs: 20_000 },
+      );
+      expect(fetched.stderr).toBe("");
+      expect(fetched.stdout.trim()).toBe("lighthouse");
+    } finally {
+      await client.dispose();
+      await services.stop();
+    }
+    expect(existsSync(services.network.path)).toBe(false);
+
+    // One that ends before it is ready is named, with its last words; nothing of it is left.
+    const broken = TaskServices.start(
+      [
+        {
+          name: "notes",
+          image,
+          command: ["sh", "-c", "echo no config >&2; exit 3"],
+          env: {},
+          healthcheck: ready,
+        },
+      ],
+      { baseDir: host },
+    );
+    await expect(broken).rejects.toThrow(/^service notes ended before it was ready \(exit 3\): no config$/);
+    await expect(broken).rejects.toBeInstanceOf(ServiceStartError);
   }, 600_000);
 });

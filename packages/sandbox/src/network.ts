@@ -60,7 +60,13 @@ export class SharedNetwork {
       .catch((err: Error) => err);
     if (info instanceof Error || !holder.pid) {
       holder.kill("SIGKILL");
-      if (child) process.kill(child, "SIGKILL");
+      if (child) {
+        try {
+          process.kill(child, "SIGKILL");
+        } catch {
+          // Already gone.
+        }
+      }
       const why = Buffer.concat(stderr).toString("utf8").trim() || (info as Error).message;
       throw new Error(`could not make a shared network (bwrap --unshare-net): ${why}`);
     }

@@ -84,9 +84,15 @@ export class TaskServices {
     });
     this.running.push({ sandbox, stop, done });
     let ended: RunResult | undefined;
-    void done.then((result) => {
-      ended = result;
-    });
+    let broken: Error | undefined;
+    done.then(
+      (result) => {
+        ended = result;
+      },
+      (err: Error) => {
+        broken = err;
+      },
+    );
     // The health check runs beside the service as an engine's exec would: on its image and its
     // network, in a sandbox of its own (two runs cannot share one sandbox's writable layer).
     const probe = spec.healthcheck ? await create() : undefined;
@@ -94,6 +100,7 @@ export class TaskServices {
       const deadline = Date.now() + (spec.healthcheck ? READY_MS : LISTEN_MS);
       let last = "";
       while (Date.now() < deadline) {
+        if (broken) throw new ServiceStartError(`service ${spec.name} could not run: ${broken.message}`);
         if (ended)
           throw new ServiceStartError(
             `service ${spec.name} ended before it was ready (exit ${ended.exitCode ?? ended.signal}): ${tail(ended)}`,

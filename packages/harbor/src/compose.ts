@@ -21,8 +21,11 @@ export interface TaskService {
   cpus: number | null;
 }
 
-/** Keys of a compose service that change nothing here: one network, no published ports, no names of the engine's. */
-const IGNORED = new Set([
+/**
+ * Keys of a compose service read here, or that change nothing here (one network, no published
+ * ports, no names of the engine's); any other is refused by name.
+ */
+const KNOWN = new Set([
   "build",
   "image",
   "command",
@@ -86,7 +89,7 @@ function sideService(
   if (typeof raw !== "object" || raw === null || Array.isArray(raw))
     return { problem: `${where}: a mapping of the service's settings` };
   const spec = raw as Record<string, unknown>;
-  const unsupported = Object.keys(spec).filter((key) => !IGNORED.has(key));
+  const unsupported = Object.keys(spec).filter((key) => !KNOWN.has(key));
   // Only the engine's own mounts (Harbor's and Terminal-Bench's log folders, `${VAR}:${VAR}`) are
   // let pass: a volume of data or of the host's would not be there.
   const volumes = Array.isArray(spec.volumes)

@@ -65,6 +65,6 @@ describe("public Harbor and Terminal-Bench 1 tasks, unchanged", () => {
     );
     // multi-reward's reward.json holds two keys (correctness, performance) and no `reward`: the
     // oracle's 1 is their mean, the nop's 0 too.
-    // Six images and a service's, with their bases on a fresh machine: 251 s here with the bases built.
+    // Five task images and a service's, and their bases on a fresh machine: 251 s here with the bases built.
   }, 1_200_000);
 });

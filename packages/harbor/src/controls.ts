@@ -1,4 +1,4 @@
-import type { AgentTask, ControlResults, ControlRun } from "@bridle/contracts";
+import type { AgentTask, ControlResults, ControlRun, VerifierOutcome } from "@bridle/contracts";
 import {
   type BuiltImage,
   imageWorkspace,
@@ -213,7 +213,7 @@ async function control(
   const { sandbox } = opened;
   try {
     const note = await act(sandbox);
-    const outcome = await runTests(sandbox, testOptions(task, options));
+    const outcome = await opened.tests(() => runTests(sandbox, testOptions(task, options)));
     const reward = outcome.correctness;
     const passed = reward === expected;
     const message = passed
@@ -237,7 +237,9 @@ async function control(
 
 /**
  * A control's sandbox on the network of the task's services (started for this control alone) and
- * how to end both, or the control's environment failure when a service does not come up.
+ * how to end both, or the control's environment failure when a service does not come up. `tests`
+ * runs the tests beside the services started afresh, as the verifier starts them for a rollout's
+ * tests: what the agent phase left in a service is not there, in a control as in a rollout.
  */
 async function controlSandbox(
   kind: "oracle" | "nop",
@@ -245,7 +247,14 @@ async function controlSandbox(
   options: ControlOptions,
   attempt: number,
   started: number,
-): Promise<{ sandbox: Sandbox; end: () => Promise<void> } | { failed: ControlRun }> {
+): Promise<
+  | {
+      sandbox: Sandbox;
+      tests: (run: () => Promise<VerifierOutcome>) => Promise<VerifierOutcome>;
+      end: () => Promise<void>;
+    }
+  | { failed: ControlRun }
+> {
   const services = await servicesFor(options);
   if (services && "failure" in services) {
     const message = `${kind}: environment failure: ${services.failure}`;
@@ -261,6 +270,28 @@ async function controlSandbox(
   );
   return {
     sandbox,
+    tests: async (run) => {
+      if (!services) return run();
+      const fresh = await servicesFor(options);
+      if (fresh && "failure" in fresh)
+        return {
+          correctness: null,
+          failure: "setup",
+          message: `the services for the tests: ${fresh.failure}`,
+          exitCode: null,
+          durationMs: 0,
+          outputTail: "",
+        };
+      if (!fresh) return run();
+      sandbox.joinNetwork(fresh.network);
+      try {
+        return await run();
+      } finally {
+        // Back beside the agent phase's services, for a next step.
+        sandbox.joinNetwork(services.network);
+        await fresh.stop();
+      }
+    },
     end: async () => {
       await sandbox.dispose();
       await services?.stop();
@@ -404,12 +435,14 @@ async function stepsControl(
         const left = leftRunningNote(`steps/${step.name}/solution/solve.sh`, solve.leftRunning);
         if (left) said.push(left);
       }
-      const outcome = await runTests(sandbox, {
-        ...testOptions(task, options),
-        tests: step.tests,
-        timeoutSec: step.verifierTimeoutSec,
-        env: step.verifierEnv,
-      });
+      const outcome = await opened.tests(() =>
+        runTests(sandbox, {
+          ...testOptions(task, options),
+          tests: step.tests,
+          timeoutSec: step.verifierTimeoutSec,
+          env: step.verifierEnv,
+        }),
+      );
       if (outcome.correctness === null) {
         failure = `step ${step.name}: ${outcome.message}`;
         break;

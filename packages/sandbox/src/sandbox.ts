@@ -255,8 +255,18 @@ export class Sandbox {
     /** Lets go of the lease on the image (see lease.ts). */
     private readonly release: () => Promise<void> = async () => undefined,
     /** The network namespace its runs share with other sandboxes (a task's services); else its own. */
-    readonly network?: SharedNetwork,
+    private network?: SharedNetwork,
   ) {}
+
+  /**
+   * Moves its later runs to another shared network with the same names (the task's services
+   * started afresh, as the verifier starts them for the tests); a sandbox of its own network stays so.
+   */
+  joinNetwork(network: SharedNetwork): void {
+    if (!this.network || network.names.join(" ") !== this.network.names.join(" "))
+      throw new SandboxSetupError("only a sandbox on a shared network can move to one with the same names");
+    this.network = network;
+  }
 
   /** The writable layer over an image sandbox's system: what its runs changed outside the workspace. */
   get changes(): string | undefined {

@@ -143,26 +143,17 @@ function serviceDockerfile(
   base: string,
 ): TaskDockerfile | { problem: string } {
   if (build !== undefined) {
-    // compose's context defaults to the compose file's folder.
-    const context =
-      typeof build === "string" ? build : ((build as { context?: unknown } | null)?.context ?? ".");
-    const name =
-      typeof build === "object"
-        ? ((build as { dockerfile?: unknown }).dockerfile ?? "Dockerfile")
-        : "Dockerfile";
-    if (typeof context !== "string" || typeof name !== "string")
+    const read = buildContext(build, base);
+    if (read === "shape")
       return { problem: `${where}.build: a context folder, or a mapping with context and dockerfile` };
-    // Harbor's own variable for the environment folder, as its adapters' templates write it.
-    const folder = posix
-      .normalize(posix.join(base, context.replace(/^\$\{CONTEXT_DIR\}/, ".")))
-      .replace(/\/$/, "");
-    if (folder.startsWith("..") || posix.isAbsolute(folder))
-      return { problem: `${where}.build.context: ${context} lies outside the task's folder` };
-    const prefix = folder === "." ? "" : `${folder}/`;
+    if (read === "outside")
+      return { problem: `${where}.build.context: ${contextOf(build)} lies outside the task's folder` };
+    const name = read.dockerfile;
+    const prefix = read.folder ? `${read.folder}/` : "";
     const inContext = files
       .filter((f) => f.path.startsWith(prefix))
       .map((f) => ({ ...f, path: f.path.slice(prefix.length) }));
-    const dockerfile = inContext.find((f) => f.path === posix.normalize(name));
+    const dockerfile = inContext.find((f) => f.path === name);
     if (!dockerfile) return { problem: `${where}.build: ${prefix}${name}: missing` };
     return {
       name: `${prefix}${name}`,
@@ -273,17 +264,38 @@ export function readTb1Compose(
 /** A service's build context folder (normalised, inside the task's) and Dockerfile; null for the folder itself. */
 function buildOf(build: unknown): { context: string; dockerfile: string } | null | undefined {
   if (build === undefined || build === null) return null;
-  const context = typeof build === "string" ? build : ((build as { context?: unknown }).context ?? ".");
+  const read = buildContext(build, "");
+  if (typeof read === "string") return undefined;
+  return read.folder === "" && read.dockerfile === "Dockerfile"
+    ? null
+    : { context: read.folder, dockerfile: read.dockerfile };
+}
+
+/** compose's `build.context` as written (its default, the compose file's folder, is `.`). */
+const contextOf = (build: unknown): unknown =>
+  typeof build === "string" ? build : ((build as { context?: unknown } | null)?.context ?? ".");
+
+/**
+ * A compose `build` (a context folder, or a mapping with context and dockerfile): its folder among
+ * the task's files (`base` joined, normalised, "" for the task's own folder) and its Dockerfile's
+ * name; "shape" when it is neither form, "outside" when the folder leaves the task's.
+ */
+function buildContext(
+  build: unknown,
+  base: string,
+): { folder: string; dockerfile: string } | "shape" | "outside" {
+  const context = contextOf(build);
   const dockerfile =
-    typeof build === "object"
+    typeof build === "object" && build !== null
       ? ((build as { dockerfile?: unknown }).dockerfile ?? "Dockerfile")
       : "Dockerfile";
-  if (typeof context !== "string" || typeof dockerfile !== "string") return undefined;
-  const folder = posix.normalize(context).replace(/\/$/, "");
-  if (folder.startsWith("..") || posix.isAbsolute(folder)) return undefined;
-  return folder === "." && posix.normalize(dockerfile) === "Dockerfile"
-    ? null
-    : { context: folder === "." ? "" : folder, dockerfile: posix.normalize(dockerfile) };
+  if (typeof context !== "string" || typeof dockerfile !== "string") return "shape";
+  // Harbor's own variable for the environment folder, as its adapters' templates write it.
+  const folder = posix
+    .normalize(posix.join(base, context.replace(/^\$\{CONTEXT_DIR\}/, ".")))
+    .replace(/\/$/, "");
+  if (folder.startsWith("..") || posix.isAbsolute(folder)) return "outside";
+  return { folder: folder === "." ? "" : folder, dockerfile: posix.normalize(dockerfile) };
 }
 
 /** The services mapping of a compose file (empty when it has none), or what is wrong with it. */

@@ -7,13 +7,13 @@ import {
   Sandbox,
   ServiceStartError,
   type SharedNetwork,
-  TaskServices,
+  type TaskServices,
 } from "@bridle/sandbox";
-import type { TaskService } from "./compose.ts";
 import { resolveTaskEnv } from "./env.ts";
 import { fromTaskFiles, type TreeFile, writeTree } from "./files.ts";
 import type { HarborStep, HarborTask } from "./load.ts";
 import { OFFLINE } from "./offline.ts";
+import { type BuiltService, startServices } from "./services.ts";
 import { belowMinReward, rollUpSteps } from "./steps.ts";
 import { phaseEnv } from "./task-toml.ts";
 import { lastLine, lastWords, runTests } from "./verify.ts";
@@ -30,7 +30,7 @@ export interface ControlOptions {
   /** The task's built image (see taskImage): its sandboxes run on it. */
   image?: BuiltImage | null | undefined;
   /** The services beside the task's container with their built images (see taskImage): each control starts them afresh. */
-  services?: readonly { service: TaskService; image: BuiltImage }[];
+  services?: readonly BuiltService[];
 }
 
 /**
@@ -170,23 +170,11 @@ function leftRunningNote(script: string, names: readonly string[] | undefined): 
  */
 async function servicesFor(options: ControlOptions): Promise<TaskServices | undefined | { failure: string }> {
   if (!options.services || options.services.length === 0) return undefined;
-  const specs = [];
-  for (const { service, image } of options.services) {
-    // `${VAR}` in a service's environment, as in the task's own: only from the user's allow-list.
-    const env = resolveTaskEnv(service.env, options.allowedEnv ?? [], process.env);
-    if (!env.ok) return { failure: `service ${service.name}: ${env.problem}` };
-    specs.push({
-      name: service.name,
-      image,
-      command: service.command,
-      env: env.env,
-      healthcheck: service.healthcheck,
-      memoryMb: service.memoryMb,
-      cpus: service.cpus,
-    });
-  }
   try {
-    return await TaskServices.start(specs, options.baseDir ? { baseDir: options.baseDir } : {});
+    return await startServices(options.services, {
+      allowedEnv: options.allowedEnv ?? [],
+      baseDir: options.baseDir,
+    });
   } catch (err) {
     if (err instanceof ServiceStartError) return { failure: err.message };
     throw err;

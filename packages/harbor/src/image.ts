@@ -57,7 +57,7 @@ export async function taskImage(
   const services = images ? await serviceImages(task.services, images) : [];
   if (!Array.isArray(services)) return { image: null, services: [], notes: [], problem: services.problem };
   const said = services.flatMap(({ service, image }) => [
-    `service ${service.name}: ${service.dockerfile.name} built (${image.tag}${image.buildSeconds > 0 ? `, ${image.buildSeconds} s` : ", cached"})`,
+    `service ${service.name}: ${service.dockerfile.name} built (${builtFrom(image)})`,
     ...image.substitutions.map((line) => `service ${service.name}: ${line}`),
   ]);
   if (!dockerfile) return { image: null, services, notes: said };
@@ -89,7 +89,7 @@ export async function taskImage(
       image,
       services,
       notes: [
-        `${dockerfile.name}: built (${image.tag}${image.buildSeconds > 0 ? `, ${image.buildSeconds} s` : ", cached"}); the agent and the tests run on its system`,
+        `${dockerfile.name}: built (${builtFrom(image)}); the agent and the tests run on its system`,
         ...image.substitutions,
         ...(packages ? [packages.note] : []),
         ...(apt ? [apt.note] : []),
@@ -107,6 +107,10 @@ export async function taskImage(
     await rm(context, { recursive: true, force: true });
   }
 }
+
+/** An image's tag, and how long its build took or that it was cached. */
+const builtFrom = (image: BuiltImage) =>
+  `${image.tag}${image.buildSeconds > 0 ? `, ${image.buildSeconds} s` : ", cached"}`;
 
 /** Each service's image, built from its own Dockerfile and context (cached by digest), or why one is refused. */
 async function serviceImages(

@@ -66,14 +66,14 @@ export async function validateTask(
   else if (task.dockerfile)
     task.notes = [...task.notes, `${task.dockerfile.name}: built when the controls run`];
   const image = built?.image ? { digest: built.image.digest, tag: built.image.tag } : null;
-  const services = (built?.services ?? []).map(({ service, image }) => ({
-    name: service.name,
+  // The services as the controls start them, and as the registry keeps them (their images by digest).
+  const started = (built?.services ?? []).map(({ service: { dockerfile: _, ...settings }, image }) => ({
+    ...settings,
+    image,
+  }));
+  const services = started.map(({ image, ...settings }) => ({
+    ...settings,
     image: { digest: image.digest, tag: image.tag },
-    command: service.command,
-    env: service.env,
-    healthcheck: service.healthcheck,
-    memoryMb: service.memoryMb,
-    cpus: service.cpus,
   }));
   if (built?.problem) {
     return {
@@ -106,7 +106,7 @@ export async function validateTask(
         repeats,
         toolchain: options.toolchain,
         image: built?.image ?? null,
-        services: built?.services ?? [],
+        services: started,
         ...(options.baseDir ? { baseDir: options.baseDir } : {}),
         ...(options.allowedEnv ? { allowedEnv: options.allowedEnv } : {}),
       });

@@ -218,16 +218,17 @@ async function execute(ctx: RolloutContext): Promise<RolloutResult> {
     const start = image ? imageWorkspace(image, task.workdir) : undefined;
     // The services beside the task's container, up before the agent starts, on a network that
     // only they and the agent's sandbox share.
+    const baseDir = join(deps.dataDir, "sandboxes");
     services = await startTaskServices(task.services, {
       images: deps.images,
       allowedEnv: deps.allowedEnv ?? [],
-      baseDir: join(deps.dataDir, "sandboxes"),
+      baseDir,
     }).catch((err: unknown) => {
       if (err instanceof ServiceStartError) throw new EnvironmentFailure("sandbox", err.message);
       throw err;
     });
     sandbox = await Sandbox.create({
-      baseDir: join(deps.dataDir, "sandboxes"),
+      baseDir,
       workdir: task.workdir,
       ...(services ? { network: services.network } : {}),
       // On the task's image the workspace starts as the image has it; the stored files are for

@@ -86,6 +86,57 @@ function received(err: unknown, field: "workspace" | "changes"): never {
   throw httpError(502, "content_mismatch", `the ${field}: ${err.message}`);
 }
 
+/** The tests in a fresh sandbox over the workspace the agent phase left, beside the task's services. */
+async function testsOnWorkspace(
+  deps: VerifyDeps,
+  request: VerificationRequest,
+  bundle: VerifierBundle,
+  tests: Pick<VerifierBundle, "tests" | "verifierTimeoutSec" | "verifierEnv">,
+  image: BuiltImage | null,
+  services: TaskServices | undefined,
+): Promise<VerifierOutcome> {
+  const workspace = await fetchArtifact(request.workspace).catch((err) => received(err, "workspace"));
+  const changes = request.changes
+    ? await fetchArtifact(request.changes).catch((err) => received(err, "changes"))
+    : undefined;
+  let sandbox: Sandbox;
+  try {
+    sandbox = await Sandbox.create({
+      ...(services ? { network: services.network } : {}),
+      environmentArchive: workspace,
+      workdir: bundle.workdir,
+      ...(deps.sandboxDir ? { baseDir: deps.sandboxDir } : {}),
+      // The tests see the image with everything the agent changed on it, not its workspace alone.
+      ...(image ? { image } : {}),
+      ...(image && changes ? { changesArchive: changes } : {}),
+    });
+  } catch (err) {
+    // The workspace unpacks first: a transfer that failed after it ended was the changes'.
+    if (err instanceof ArtifactError)
+      received(err, changes && workspace.readableEnded ? "changes" : "workspace");
+    // A workspace that cannot be unpacked never reached the tests.
+    const message = `cannot unpack the workspace into a sandbox: ${(err as Error).message}`;
+    return { correctness: null, failure: "setup", message, exitCode: null, durationMs: 0, outputTail: "" };
+  } finally {
+    workspace.destroy();
+    changes?.destroy();
+  }
+  try {
+    return await runTests(sandbox, {
+      tests: fromTaskFiles(tests.tests),
+      timeoutSec: tests.verifierTimeoutSec,
+      env: tests.verifierEnv,
+      rewardKey: bundle.rewardKey ?? undefined,
+      allowedEnv: deps.allowedEnv ?? [],
+      memoryMb: deps.memoryMb,
+      toolchain: deps.toolchain,
+      user: bundle.user ?? undefined,
+    });
+  } finally {
+    await sandbox.dispose();
+  }
+}
+
 /**
  * Verifies a finished agent phase: a fresh sandbox over the workspace it left (fetched by
  * reference and unpacked; on an image, with what it changed there laid over the image), the task's
@@ -94,6 +145,7 @@ function received(err: unknown, field: "workspace" | "changes"): never {
 export async function verify(deps: VerifyDeps, request: VerificationRequest): Promise<VerificationResult> {
   const bundle = await bundleFor(deps, request.taskId);
   const tests = testsFor(bundle, request.step);
+
   const outcome = await deps.limiter.run(async (): Promise<VerifierOutcome> => {
     let image: BuiltImage | null = null;
     let missing = deps.images ? "" : " (no IMAGES_HOME)";
@@ -126,52 +178,9 @@ export async function verify(deps: VerifyDeps, request: VerificationRequest): Pr
         outputTail: "",
       };
     }
-    const workspace = await fetchArtifact(request.workspace).catch(async (err) => {
-      await services?.stop();
-      return received(err, "workspace");
-    });
-    const changes = request.changes
-      ? await fetchArtifact(request.changes).catch(async (err) => {
-          await services?.stop();
-          return received(err, "changes");
-        })
-      : undefined;
-    let sandbox: Sandbox;
     try {
-      sandbox = await Sandbox.create({
-        ...(services ? { network: services.network } : {}),
-        environmentArchive: workspace,
-        workdir: bundle.workdir,
-        ...(deps.sandboxDir ? { baseDir: deps.sandboxDir } : {}),
-        // The tests see the image with everything the agent changed on it, not its workspace alone.
-        ...(image ? { image } : {}),
-        ...(image && changes ? { changesArchive: changes } : {}),
-      });
-    } catch (err) {
-      await services?.stop();
-      // The workspace unpacks first: a transfer that failed after it ended was the changes'.
-      if (err instanceof ArtifactError)
-        received(err, changes && workspace.readableEnded ? "changes" : "workspace");
-      // A workspace that cannot be unpacked never reached the tests.
-      const message = `cannot unpack the workspace into a sandbox: ${(err as Error).message}`;
-      return { correctness: null, failure: "setup", message, exitCode: null, durationMs: 0, outputTail: "" };
+      return await testsOnWorkspace(deps, request, bundle, tests, image, services);
     } finally {
-      workspace.destroy();
-      changes?.destroy();
-    }
-    try {
-      return await runTests(sandbox, {
-        tests: fromTaskFiles(tests.tests),
-        timeoutSec: tests.verifierTimeoutSec,
-        env: tests.verifierEnv,
-        rewardKey: bundle.rewardKey ?? undefined,
-        allowedEnv: deps.allowedEnv ?? [],
-        memoryMb: deps.memoryMb,
-        toolchain: deps.toolchain,
-        user: bundle.user ?? undefined,
-      });
-    } finally {
-      await sandbox.dispose();
       await services?.stop();
     }
   });

@@ -48,6 +48,7 @@ export function verdicts(title: string, rows: Row[]): string[] {
   const top = Math.max(...rows.map((r) => r.level));
   const atTop = rows.filter((r) => r.level === top);
   const litellm = atTop.find((r) => r.name === "litellm");
+  const pipe = atTop.find((r) => r.name === "pipe");
   const mark = (ok: boolean) => (ok ? "met    " : "NOT met");
   const lines: string[] = [];
   for (const guard of atTop.filter((r) => r.name.startsWith("guard"))) {
@@ -59,6 +60,13 @@ export function verdicts(title: string, rows: Row[]): string[] {
       `  ${mark(ratio >= 0.9)} ${who} >= 0.90x direct throughput (${ratio.toFixed(2)}x)`,
       `  ${mark(added < 5)} ${who} adds < 5 ms p99 (${added.toFixed(1)} ms)`,
     );
+    const own = guard.cpu.proxy;
+    const floor = pipe?.cpu.proxy;
+    if (own !== undefined && floor !== undefined && floor > 0) {
+      lines.push(
+        `  ${mark(own <= 1.5 * floor)} ${who} CPU per answer <= 1.5x the byte pipe's (${own.toFixed(3)} vs ${floor.toFixed(3)} ms, ${(own / floor).toFixed(2)}x)`,
+      );
+    }
     if (litellm) {
       // A LiteLLM run that completed nothing in the window has no p99: any guard p99 is ahead of it.
       const litellmP99 = Number.isNaN(litellm.result.p99) ? Number.POSITIVE_INFINITY : litellm.result.p99;

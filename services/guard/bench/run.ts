@@ -128,10 +128,14 @@ async function main(): Promise<void> {
     target: { url: `${url}/v1/chat/completions`, headers: {}, body: requestBody("bench") },
   });
   const pipe = await startPassthrough(PORTS.passthrough, fast.url);
-  running.push(pipe.process);
+  const pacedPipe = await startPassthrough(PORTS.pacedPassthrough, paced.url);
+  running.push(pipe.process, pacedPipe.process);
   const fastTargets: Target[] = [direct(fast.url), { name: "pipe", target: pipe.target, proxy: pipe.pid }];
-  const pacedTargets: Target[] = [direct(paced.url)];
-  const proxies: number[] = [pipe.pid];
+  const pacedTargets: Target[] = [
+    direct(paced.url),
+    { name: "pipe", target: pacedPipe.target, proxy: pacedPipe.pid },
+  ];
+  const proxies: number[] = [pipe.pid, pacedPipe.pid];
   let port = PORTS.guard;
   for (const workers of list(values.workers)) {
     // "guard" is one process; "guard×N" a primary and N workers on one port.
@@ -221,11 +225,17 @@ async function main(): Promise<void> {
   say(
     "  upstream and proxy from /proc/<pid>/stat, loadgen is this process; proxy answers/s per core = 1000 / proxy ms",
   );
-  say("targets: guard >= 0.90x direct throughput at 256 streams, < 5 ms added p99, ahead of LiteLLM");
+  say(
+    "targets: guard >= 0.90x direct throughput at 256 streams, < 5 ms added p99, ahead of LiteLLM, CPU per answer <= 1.5x the byte pipe",
+  );
   for (const line of [
     ...verdicts(
       "shared CPUs, fast upstream",
       shared.filter((r) => r.scenario === "fast"),
+    ),
+    ...verdicts(
+      "shared CPUs, paced upstream",
+      shared.filter((r) => r.scenario === "paced"),
     ),
     ...verdicts("pinned", pinned),
   ])

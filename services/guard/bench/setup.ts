@@ -17,6 +17,7 @@ export const PORTS = {
   pacedUpstream: 19351,
   litellm: 19354,
   passthrough: 19355,
+  pacedPassthrough: 19353,
   guard: 19356,
 };
 

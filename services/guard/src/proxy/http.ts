@@ -86,7 +86,13 @@ function anthropicType(status: number): string {
   return "api_error";
 }
 
-/** Collects writes made while handling one upstream read and hands them on as one (see sseResponse). */
+/**
+ * Collects writes made while handling one upstream read and hands them on as one (see sseResponse).
+ * The flush is a `process.nextTick`: it runs as soon as the read's events are handled, before the
+ * promise continuations that end the answer, so those can take what they write with the response's
+ * end. (A `setImmediate` flush, tried before, waited for the next turn of the event loop: a paced
+ * stream paid a loop turn per token, about a third more CPU per answer than a byte pipe.)
+ */
 export function batchedWriter(send: (text: string) => void): {
   write: (text: string) => void;
   flush: () => void;
@@ -105,7 +111,7 @@ export function batchedWriter(send: (text: string) => void): {
       pending += text;
       if (!scheduled) {
         scheduled = true;
-        setImmediate(flush);
+        process.nextTick(flush);
       }
     },
     flush,
@@ -120,7 +126,7 @@ export function batchedWriter(send: (text: string) => void): {
 /**
  * A server-sent-events response fed by `run`. The harness closing the connection aborts the
  * upstream call through `abort`. Events written while handling one upstream read are sent as one
- * socket write (flushed on `setImmediate`): nothing waits for more input, and a fast upstream's
+ * socket write (see batchedWriter): nothing waits for more input, and a fast upstream's
  * forty small chunks do not become forty syscalls and packets.
  */
 export function sseResponse(abort: Cancel, run: (write: (text: string) => void) => Promise<void>): Response {

@@ -1,9 +1,12 @@
 import { z } from "zod";
 
+/** A TCP port setting; a service's env.ts gives its own default (`PORT: Port.default(8701)`). */
+export const Port = z.coerce.number().int().min(1).max(65_535);
+
 /** Settings every service has. Each service's env.ts extends this. */
 export const BaseEnv = z.object({
   HOST: z.string().default("127.0.0.1"),
-  PORT: z.coerce.number().int().min(1).max(65_535),
+  PORT: Port,
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   BODY_LIMIT_BYTES: z.coerce
     .number()

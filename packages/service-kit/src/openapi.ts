@@ -9,3 +9,9 @@ export const jsonContent = <T extends z.ZodType>(schema: T, description: string)
 
 /** An OpenAPI error response: every Bridle service answers errors with ErrorBody. */
 export const errorContent = (description: string) => jsonContent(ErrorBody, description);
+
+/** An OpenAPI request body of JSON matching `schema`; `required: false` lets a request omit it. */
+export const jsonBody = <T extends z.ZodType>(schema: T, required = true) => ({
+  content: { "application/json": { schema } },
+  required,
+});

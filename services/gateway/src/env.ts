@@ -1,8 +1,8 @@
-import { BaseEnv, BearerToken, loadEnv, TemporalEnv } from "@bridle/service-kit";
+import { BaseEnv, BearerToken, loadEnv, Port, TemporalEnv } from "@bridle/service-kit";
 import { z } from "zod";
 
 export const GatewayEnv = BaseEnv.extend({
-  PORT: z.coerce.number().int().min(1).max(65_535).default(8700),
+  PORT: Port.default(8700),
   ...TemporalEnv.shape,
   TEMPORAL_UI_URL: z.string().url().default("http://127.0.0.1:8233"),
   SERVING_URL: z.string().url().default("http://127.0.0.1:8701"),

@@ -1,8 +1,8 @@
-import { BaseEnv, BearerToken, loadEnv, UrlList } from "@bridle/service-kit";
+import { BaseEnv, BearerToken, loadEnv, Port, UrlList } from "@bridle/service-kit";
 import { z } from "zod";
 
 export const GuardEnv = BaseEnv.extend({
-  PORT: z.coerce.number().int().min(1).max(65_535).default(8703),
+  PORT: Port.default(8703),
   UPSTREAM_URL: UrlList("http://127.0.0.1:8000").describe(
     "The OpenAI-compatible model server, or several as comma-separated URLs; with SERVING_URL the guard follows serving's map of its pool instead",
   ),

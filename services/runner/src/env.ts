@@ -1,9 +1,9 @@
-import { ArtifactsEnv, BaseEnv, BearerToken, EnvNames, loadEnv } from "@bridle/service-kit";
+import { ArtifactsEnv, BaseEnv, BearerToken, EnvNames, loadEnv, Port } from "@bridle/service-kit";
 import { z } from "zod";
 
 export const RunnerEnv = BaseEnv.extend({
   ...ArtifactsEnv.shape,
-  PORT: z.coerce.number().int().min(1).max(65_535).default(8704),
+  PORT: Port.default(8704),
   TASKS_URL: z.string().url().default("http://127.0.0.1:8702"),
   GUARD_URL: z.string().url().default("http://127.0.0.1:8703"),
   VERIFIER_URL: z.string().url().default("http://127.0.0.1:8705"),

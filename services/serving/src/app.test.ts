@@ -1,27 +1,11 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { createLogger } from "@bridle/service-kit";
 import { errorOf, issuePaths, openApiOf } from "@bridle/service-kit/testing";
 import { describe, expect, it } from "vitest";
-import { AdapterManager } from "./adapters.ts";
-import { createServingApp } from "./app.ts";
-import { ModelPool } from "./pool.ts";
-import { AdapterRegistry } from "./registry.ts";
+import { appWithoutModelServer } from "./test-support.ts";
 
 // Port 1 has no model server: the real "model server down" path, not a stand-in.
-const log = createLogger("serving", "silent");
-const pool = ModelPool.of(["http://127.0.0.1:1"], 2_000);
-const dir = mkdtempSync(join(tmpdir(), "bridle-serving-test-"));
-const registry = new AdapterRegistry(dir);
-const limits = {
-  maxLoras: 2,
-  maxLoraRank: 16,
-  keepVersions: 2,
-  monitorMs: 60_000,
-  filesDir: join(dir, "adapters"),
-};
-const app = createServingApp({ log, pool, adapters: new AdapterManager(registry, pool, limits, log) });
+const { app, registry, dir } = appWithoutModelServer("bridle-serving-test-");
 
 describe("serving API contract", () => {
   it("rejects an invalid completion request with 400 and paths", async () => {

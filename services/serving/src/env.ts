@@ -1,9 +1,9 @@
 import { join } from "node:path";
-import { BaseEnv, loadEnv, repoRoot, UrlList } from "@bridle/service-kit";
+import { BaseEnv, loadEnv, Port, repoRoot, UrlList } from "@bridle/service-kit";
 import { z } from "zod";
 
 export const ServingEnv = BaseEnv.extend({
-  PORT: z.coerce.number().int().min(1).max(65_535).default(8701),
+  PORT: Port.default(8701),
   VLLM_URL: UrlList("http://127.0.0.1:8000").describe(
     "The model server, or a pool of them as comma-separated URLs: vLLM nodes serving one base model, each given every adapter version",
   ),

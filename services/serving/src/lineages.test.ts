@@ -1,28 +1,11 @@
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import type { LineageDecision, LineageList, LineageView } from "@bridle/contracts";
-import { createLogger } from "@bridle/service-kit";
 import { errorOf } from "@bridle/service-kit/testing";
 import { describe, expect, it } from "vitest";
-import { AdapterManager } from "./adapters.ts";
-import { createServingApp } from "./app.ts";
-import { ModelPool } from "./pool.ts";
 import { AdapterRegistry } from "./registry.ts";
+import { appWithoutModelServer } from "./test-support.ts";
 
-// Decisions read and write serving's registry only: no model server is needed (port 1 has none).
-const log = createLogger("serving", "silent");
-const pool = ModelPool.of(["http://127.0.0.1:1"], 2_000);
-const dir = mkdtempSync(join(tmpdir(), "bridle-lineage-test-"));
-const registry = new AdapterRegistry(dir);
-const settings = {
-  maxLoras: 2,
-  maxLoraRank: 16,
-  keepVersions: 2,
-  monitorMs: 60_000,
-  filesDir: join(dir, "a"),
-};
-const app = createServingApp({ log, pool, adapters: new AdapterManager(registry, pool, settings, log) });
+// Decisions read and write serving's registry only: no model server is needed.
+const { app, registry, dir } = appWithoutModelServer("bridle-lineage-test-");
 
 const r1 = "qwen/pi/r1";
 const r2 = "qwen/pi/r2";

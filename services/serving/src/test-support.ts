@@ -2,8 +2,32 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { repoRoot } from "@bridle/service-kit";
+import { createLogger, repoRoot } from "@bridle/service-kit";
 import { loadStackConfig, stackComponents, startComponent } from "@bridle/stack";
+import { AdapterManager } from "./adapters.ts";
+import { createServingApp } from "./app.ts";
+import { ModelPool } from "./pool.ts";
+import { AdapterRegistry } from "./registry.ts";
+
+/**
+ * A serving app over a fresh registry in a temporary folder (`dir`), whose one model server is down
+ * (port 1 has none): the real "model server down" path, and all that registry-only routes need.
+ */
+export function appWithoutModelServer(prefix: string) {
+  const log = createLogger("serving", "silent");
+  const pool = ModelPool.of(["http://127.0.0.1:1"], 2_000);
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const registry = new AdapterRegistry(dir);
+  const limits = {
+    maxLoras: 2,
+    maxLoraRank: 16,
+    keepVersions: 2,
+    monitorMs: 60_000,
+    filesDir: join(dir, "adapters"),
+  };
+  const app = createServingApp({ log, pool, adapters: new AdapterManager(registry, pool, limits, log) });
+  return { app, registry, dir };
+}
 
 /** The install folder tests use: BRIDLE_HOME when set (a shared install), else the repo's own. */
 export const bridleHome = process.env.BRIDLE_HOME ?? join(repoRoot, ".bridle");

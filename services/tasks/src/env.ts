@@ -1,9 +1,9 @@
-import { ArtifactsEnv, BaseEnv, EnvNames, loadEnv } from "@bridle/service-kit";
+import { ArtifactsEnv, BaseEnv, EnvNames, loadEnv, Port } from "@bridle/service-kit";
 import { z } from "zod";
 
 export const TasksEnv = BaseEnv.extend({
   ...ArtifactsEnv.shape,
-  PORT: z.coerce.number().int().min(1).max(65_535).default(8702),
+  PORT: Port.default(8702),
   TASKS_DATA: z.string().min(1).describe("Folder of the registry's SQLite file"),
   TASKS_URL: z
     .string()

@@ -1,12 +1,12 @@
 import { join } from "node:path";
-import { BaseEnv, loadEnv, repoRoot } from "@bridle/service-kit";
+import { BaseEnv, loadEnv, Port, repoRoot } from "@bridle/service-kit";
 import { z } from "zod";
 
 /** The install folder by default: the worker runs the Python of its venv. */
 const home = join(repoRoot, ".bridle");
 
 export const TrainerEnv = BaseEnv.extend({
-  PORT: z.coerce.number().int().min(1).max(65_535).default(8706),
+  PORT: Port.default(8706),
   TRAINER_PYTHON: z
     .string()
     .min(1)

@@ -1,8 +1,8 @@
-import { BaseEnv, EnvNames, loadEnv } from "@bridle/service-kit";
+import { BaseEnv, EnvNames, loadEnv, Port } from "@bridle/service-kit";
 import { z } from "zod";
 
 export const VerifierEnv = BaseEnv.extend({
-  PORT: z.coerce.number().int().min(1).max(65_535).default(8705),
+  PORT: Port.default(8705),
   TASKS_URL: z.string().url().default("http://127.0.0.1:8702"),
   VERIFIER_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2).describe("Sandboxes at once"),
   VERIFIER_MEMORY_MB: z.coerce.number().int().min(16).default(2048),

@@ -8,7 +8,7 @@ import {
   TaskQueues,
   versionOf,
 } from "@bridle/contracts";
-import { callJson, createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
+import { callJson, createRouter, errorContent, httpError, jsonBody, jsonContent } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import { type Client, WorkflowFailedError } from "@temporalio/client";
 import { ApplicationFailure } from "@temporalio/common";
@@ -175,7 +175,7 @@ export function lineageRoutes(deps: Deps) {
           "Promote a serving version by hand (a promotion workflow, as an evaluation's verdict starts)",
         request: {
           params: KeyParams,
-          body: { content: { "application/json": { schema: PromoteRequest } }, required: true },
+          body: jsonBody(PromoteRequest),
         },
         responses: {
           200: jsonContent(DecisionAnswer, "Promoted"),
@@ -197,7 +197,7 @@ export function lineageRoutes(deps: Deps) {
         summary: "Roll the promoted version back by hand, to what was promoted before it (or the base model)",
         request: {
           params: KeyParams,
-          body: { content: { "application/json": { schema: RollbackRequest } }, required: true },
+          body: jsonBody(RollbackRequest),
         },
         responses: {
           200: jsonContent(DecisionAnswer, "Rolled back"),

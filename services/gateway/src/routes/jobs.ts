@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { JobAdmission, JobList, jobView, SearchAttributes, TaskQueues } from "@bridle/contracts";
-import { createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
+import { createRouter, errorContent, httpError, jsonBody, jsonContent } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import {
   type Client,
@@ -77,7 +77,7 @@ export function jobRoutes<CS extends z.ZodType<JobConfig>, OS extends z.ZodType>
         method: "post",
         path: "/",
         summary: `Start an ${kind.noun}`.replace(/^Start an ([^aeiou])/, "Start a $1"),
-        request: { body: { content: { "application/json": { schema: kind.config } }, required: true } },
+        request: { body: jsonBody(kind.config) },
         responses: {
           202: jsonContent(
             View.extend({

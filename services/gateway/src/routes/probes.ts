@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { ProbeRequest, ProbeResult, ProbeStarted, ProbeView, TaskQueues } from "@bridle/contracts";
-import { createRouter, errorContent, httpError } from "@bridle/service-kit";
+import { createRouter, errorContent, httpError, jsonBody, jsonContent } from "@bridle/service-kit";
 import type { probeStack } from "@bridle/workflows";
 import { createRoute, z } from "@hono/zod-openapi";
 import { type Client, WorkflowFailedError, WorkflowNotFoundError } from "@temporalio/client";
@@ -29,9 +29,9 @@ export function probeRoutes(deps: ProbeDeps) {
         method: "post",
         path: "/",
         summary: "Start a stack probe workflow",
-        request: { body: { content: { "application/json": { schema: ProbeRequest } }, required: false } },
+        request: { body: jsonBody(ProbeRequest, false) },
         responses: {
-          202: { description: "Started", content: { "application/json": { schema: ProbeStarted } } },
+          202: jsonContent(ProbeStarted, "Started"),
           400: errorContent("Invalid request"),
           503: errorContent("Temporal unavailable"),
         },
@@ -68,7 +68,7 @@ export function probeRoutes(deps: ProbeDeps) {
           }),
         },
         responses: {
-          200: { description: "Probe", content: { "application/json": { schema: ProbeView } } },
+          200: jsonContent(ProbeView, "Probe"),
           400: errorContent("Invalid request"),
           404: errorContent("No such probe"),
         },

@@ -15,6 +15,7 @@ import {
   createRouter,
   errorContent,
   httpError,
+  jsonBody,
   jsonContent,
   type Logger,
 } from "@bridle/service-kit";
@@ -39,10 +40,6 @@ export interface RunDeps {
 /** How long a run's view waits for its workflow to answer the progress query. */
 const PROGRESS_QUERY_TIMEOUT_MS = 10_000;
 
-const json = <T extends z.ZodType>(schema: T, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
 const Name = z.object({ name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/, "a run name") });
 
 /** Training runs: start, list, read, pause, resume, cancel, metrics and a live event stream. */
@@ -125,7 +122,7 @@ export function runRoutes(deps: RunDeps) {
         method: "post",
         path: "/",
         summary: "Start a training run",
-        request: { body: { content: { "application/json": { schema: TrainingRunConfig } }, required: true } },
+        request: { body: jsonBody(TrainingRunConfig) },
         responses: {
           202: jsonContent(RunView, "Started"),
           400: errorContent("Invalid configuration"),
@@ -198,7 +195,7 @@ export function runRoutes(deps: RunDeps) {
         path: "/",
         summary: "Training runs, newest first",
         responses: {
-          200: json(RunList, "Runs"),
+          200: jsonContent(RunList, "Runs"),
         },
       }),
       async (c) => {
@@ -224,7 +221,7 @@ export function runRoutes(deps: RunDeps) {
         summary: "Per-step figures of a run, every step (the trainer keeps them all)",
         request: { params: Name },
         responses: {
-          200: json(
+          200: jsonContent(
             z.object({
               name: z.string(),
               metrics: RunProgress.shape.metrics,

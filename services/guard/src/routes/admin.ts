@@ -7,7 +7,7 @@ import {
   SessionView,
   Trajectory,
 } from "@bridle/contracts";
-import { createRouter, httpError } from "@bridle/service-kit";
+import { createRouter, httpError, jsonBody } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { GuardStore } from "../capture.ts";
 import { stitch } from "../trajectory.ts";
@@ -32,7 +32,7 @@ export function adminRoutes(store: GuardStore) {
         path: "/sessions",
         summary: "Register a session: the harness then sends its API key to the proxy",
         request: {
-          body: { content: { "application/json": { schema: SessionRegistration } }, required: true },
+          body: jsonBody(SessionRegistration),
         },
         responses: {
           201: { description: "Registered", content: { "application/json": { schema: SessionCreated } } },

@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { AdapterList, AdapterVersion, AdapterView, adapterName, LoadAdapterRequest } from "@bridle/contracts";
-import { createRouter, errorContent, httpError, jsonContent } from "@bridle/service-kit";
+import { createRouter, errorContent, httpError, jsonBody, jsonContent } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { AdapterManager } from "../adapters.ts";
 
@@ -78,7 +78,7 @@ export function adapterRoutes(manager: AdapterManager) {
           "Submit a new version: it is loaded, proven with the canary and old ones retired by retention in the background; read the version to see it end",
         request: {
           params: NameParams,
-          body: { content: { "application/json": { schema: LoadAdapterRequest } }, required: true },
+          body: jsonBody(LoadAdapterRequest),
         },
         responses: {
           202: jsonContent(AdapterVersion, "Accepted: the version is loading (or was already submitted)"),

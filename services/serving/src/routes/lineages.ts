@@ -1,5 +1,5 @@
 import { DecisionRequest, LineageDecision, LineageList, LineageView } from "@bridle/contracts";
-import { createRouter, errorContent, jsonContent } from "@bridle/service-kit";
+import { createRouter, errorContent, jsonBody, jsonContent } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { AdapterManager } from "../adapters.ts";
 
@@ -39,7 +39,7 @@ export function lineageRoutes(manager: AdapterManager) {
           "Promote a serving version, or roll the promoted one back to what was promoted before it; once per decision id",
         request: {
           params: KeyParams,
-          body: { content: { "application/json": { schema: DecisionRequest } }, required: true },
+          body: jsonBody(DecisionRequest),
         },
         responses: {
           200: jsonContent(LineageDecision, "The decision (the same one again for a repeated id)"),

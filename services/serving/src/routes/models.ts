@@ -3,24 +3,27 @@ import {
   BaseModelInfo,
   CompletionRequest,
   CompletionResult,
-  ErrorBody,
   ModelNodes,
   ScoreRequest,
   ScoreResult,
 } from "@bridle/contracts";
-import { createRouter, httpError, ServiceError } from "@bridle/service-kit";
+import {
+  createRouter,
+  errorContent,
+  httpError,
+  jsonBody,
+  jsonContent,
+  ServiceError,
+} from "@bridle/service-kit";
 import { createRoute } from "@hono/zod-openapi";
 import type { AdapterManager } from "../adapters.ts";
 import type { ModelPool } from "../pool.ts";
 import type { VllmClient } from "../vllm.ts";
 
 const errors = {
-  400: { description: "Invalid request", content: { "application/json": { schema: ErrorBody } } },
-  404: { description: "Unknown adapter", content: { "application/json": { schema: ErrorBody } } },
-  503: {
-    description: "Model server or adapter unavailable (retryable)",
-    content: { "application/json": { schema: ErrorBody } },
-  },
+  400: errorContent("Invalid request"),
+  404: errorContent("Unknown adapter"),
+  503: errorContent("Model server or adapter unavailable (retryable)"),
 };
 
 /** Rethrows a model-server failure as a retryable 503, so callers never mistake it for a bad request. */
@@ -70,7 +73,7 @@ export function modelRoutes(pool: ModelPool, manager: AdapterManager) {
         path: "/base-model",
         summary: "The base model the model servers serve, and the adapters loaded on every one that is up",
         responses: {
-          200: { description: "Base model", content: { "application/json": { schema: BaseModelInfo } } },
+          200: jsonContent(BaseModelInfo, "Base model"),
           503: errors[503],
         },
       }),
@@ -84,7 +87,7 @@ export function modelRoutes(pool: ModelPool, manager: AdapterManager) {
         description:
           "The guard routes each call to a node that lists its model; every node serves the same base model",
         responses: {
-          200: { description: "The pool", content: { "application/json": { schema: ModelNodes } } },
+          200: jsonContent(ModelNodes, "The pool"),
         },
       }),
       (c) => c.json(manager.nodes(), 200),
@@ -94,9 +97,9 @@ export function modelRoutes(pool: ModelPool, manager: AdapterManager) {
         method: "post",
         path: "/completions",
         summary: "A short completion with token ids and logprobs, stamped with the adapter that served it",
-        request: { body: { content: { "application/json": { schema: CompletionRequest } }, required: true } },
+        request: { body: jsonBody(CompletionRequest) },
         responses: {
-          200: { description: "Completion", content: { "application/json": { schema: CompletionResult } } },
+          200: jsonContent(CompletionResult, "Completion"),
           ...errors,
         },
       }),
@@ -113,9 +116,9 @@ export function modelRoutes(pool: ModelPool, manager: AdapterManager) {
         method: "post",
         path: "/score",
         summary: "Log-probabilities of given completion tokens after a prompt (nothing is sampled)",
-        request: { body: { content: { "application/json": { schema: ScoreRequest } }, required: true } },
+        request: { body: jsonBody(ScoreRequest) },
         responses: {
-          200: { description: "Scores", content: { "application/json": { schema: ScoreResult } } },
+          200: jsonContent(ScoreResult, "Scores"),
           ...errors,
         },
       }),

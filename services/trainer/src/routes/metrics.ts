@@ -1,12 +1,7 @@
-import { ErrorBody, RunId, RunMetricsList, StepMetrics } from "@bridle/contracts";
-import { createRouter, httpError } from "@bridle/service-kit";
+import { RunId, RunMetricsList, StepMetrics } from "@bridle/contracts";
+import { createRouter, errorContent, httpError, jsonBody, jsonContent } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { RunMetrics } from "../metrics.ts";
-
-const json = (schema: z.ZodType, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
 
 /** Each run's per-step figures, recorded by its workflow after every step, read by the gateway. */
 export function metricsRoutes(metrics: RunMetrics) {
@@ -18,9 +13,9 @@ export function metricsRoutes(metrics: RunMetrics) {
         summary: "Record (or replace) one step's figures of a run",
         request: {
           params: z.object({ run: RunId, step: z.coerce.number().int().min(1) }),
-          body: { content: { "application/json": { schema: StepMetrics } }, required: true },
+          body: jsonBody(StepMetrics),
         },
-        responses: { 204: { description: "Recorded" }, 400: json(ErrorBody, "Invalid figures") },
+        responses: { 204: { description: "Recorded" }, 400: errorContent("Invalid figures") },
       }),
       async (c) => {
         const { run, step } = c.req.valid("param");
@@ -37,7 +32,7 @@ export function metricsRoutes(metrics: RunMetrics) {
         path: "/runs/{run}/metrics",
         summary: "A run's figures, every step in order (none for a run that recorded none)",
         request: { params: z.object({ run: RunId }) },
-        responses: { 200: json(RunMetricsList, "The run's steps") },
+        responses: { 200: jsonContent(RunMetricsList, "The run's steps") },
       }),
       async (c) => {
         const { run } = c.req.valid("param");

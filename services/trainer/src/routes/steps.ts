@@ -1,17 +1,19 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { ErrorBody, RunId, TrainStepRequest, TrainStepView } from "@bridle/contracts";
-import { ATTEMPT_HEADER, attemptOf, createRouter, httpError } from "@bridle/service-kit";
+import { RunId, TrainStepRequest, TrainStepView } from "@bridle/contracts";
+import {
+  ATTEMPT_HEADER,
+  attemptOf,
+  createRouter,
+  errorContent,
+  httpError,
+  jsonBody,
+  jsonContent,
+} from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import type { MiddlewareHandler } from "hono";
 import { checkAgainstModel, type TrainingSteps } from "../steps.ts";
 import type { TrainerWorker } from "../worker.ts";
-
-const json = (schema: z.ZodType, description: string) => ({
-  description,
-  content: { "application/json": { schema } },
-});
-const error = (description: string) => json(ErrorBody, description);
 
 /** Rejects bodies that are not JSON before validation, naming NaN/Infinity, which JSON cannot carry. */
 const requireJson: MiddlewareHandler = async (c, next) => {
@@ -45,13 +47,15 @@ export function stepRoutes(steps: TrainingSteps, worker: TrainerWorker) {
         method: "post",
         path: "/steps",
         summary: "Run a GRPO step exactly once; a finished step returns its committed result",
-        request: { body: { content: { "application/json": { schema: TrainStepRequest } }, required: true } },
+        request: { body: jsonBody(TrainStepRequest) },
         responses: {
-          200: json(TrainStepView, "The step had already completed: its committed result"),
-          202: json(TrainStepView, "The step is running: poll GET /v1/steps/{run}/{step}"),
-          400: error("Invalid batch"),
-          409: error("Conflict: another step is running, a different batch, or an earlier step is missing"),
-          503: error("The worker is starting or restarting (retryable)"),
+          200: jsonContent(TrainStepView, "The step had already completed: its committed result"),
+          202: jsonContent(TrainStepView, "The step is running: poll GET /v1/steps/{run}/{step}"),
+          400: errorContent("Invalid batch"),
+          409: errorContent(
+            "Conflict: another step is running, a different batch, or an earlier step is missing",
+          ),
+          503: errorContent("The worker is starting or restarting (retryable)"),
         },
       }),
       (c) => {
@@ -67,7 +71,7 @@ export function stepRoutes(steps: TrainingSteps, worker: TrainerWorker) {
         path: "/steps/{run}/{step}",
         summary: "A step's progress (for heartbeats), committed result, or failure",
         request: { params: Params },
-        responses: { 200: json(TrainStepView, "The step"), 404: error("Unknown step") },
+        responses: { 200: jsonContent(TrainStepView, "The step"), 404: errorContent("Unknown step") },
       }),
       (c) => {
         const { run, step } = c.req.valid("param");
@@ -89,7 +93,7 @@ export function stepRoutes(steps: TrainingSteps, worker: TrainerWorker) {
             description: "The file's bytes",
             content: { "application/octet-stream": { schema: z.string().openapi({ format: "binary" }) } },
           },
-          404: error("The step has not completed, or its adapter is gone"),
+          404: errorContent("The step has not completed, or its adapter is gone"),
         },
       }),
       async (c) => {
@@ -110,12 +114,12 @@ export function stepRoutes(steps: TrainingSteps, worker: TrainerWorker) {
         summary: "Cancel the step if it is running: the worker restarts, the step fails as step_cancelled",
         request: { params: Params },
         responses: {
-          202: json(
+          202: jsonContent(
             z.object({ run: RunId, step: z.number().int(), cancelled: z.literal(true) }),
             "Cancelled",
           ),
-          404: error("The step is not running"),
-          409: error("A later attempt of the caller's activity waits for this step"),
+          404: errorContent("The step is not running"),
+          409: errorContent("A later attempt of the caller's activity waits for this step"),
         },
       }),
       (c) => {

@@ -1,5 +1,5 @@
 import { TrainerWorkerInfo } from "@bridle/contracts";
-import { createRouter } from "@bridle/service-kit";
+import { createRouter, jsonContent } from "@bridle/service-kit";
 import { createRoute } from "@hono/zod-openapi";
 import type { TrainerWorker } from "../worker.ts";
 
@@ -10,7 +10,7 @@ export function workerRoutes(worker: TrainerWorker) {
       path: "/worker",
       summary: "The resident trainer worker: state, process id, device, restarts",
       responses: {
-        200: { description: "Worker", content: { "application/json": { schema: TrainerWorkerInfo } } },
+        200: jsonContent(TrainerWorkerInfo, "Worker"),
       },
     }),
     (c) => {

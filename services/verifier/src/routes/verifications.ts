@@ -1,5 +1,5 @@
 import { VerificationRequest, VerificationResult } from "@bridle/contracts";
-import { createRouter, errorContent } from "@bridle/service-kit";
+import { createRouter, errorContent, jsonBody } from "@bridle/service-kit";
 import { createRoute } from "@hono/zod-openapi";
 import { type VerifyDeps, verify } from "../verify.ts";
 
@@ -12,7 +12,7 @@ export function verificationRoutes(deps: VerifyDeps) {
       summary: "Run the task's tests over a finished workspace and compute the reward",
       description:
         "An environment failure (tests timed out, crashed, or wrote no reward) gives `reward: null`: exclude the rollout, never score it 0.",
-      request: { body: { content: { "application/json": { schema: VerificationRequest } }, required: true } },
+      request: { body: jsonBody(VerificationRequest) },
       responses: {
         200: { description: "Verified", content: { "application/json": { schema: VerificationResult } } },
         400: errorContent("Invalid request or workspace"),

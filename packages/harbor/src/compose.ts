@@ -1,4 +1,5 @@
 import { posix } from "node:path";
+import type { TaskServiceRef } from "@bridle/contracts";
 import { parse as parseYaml } from "yaml";
 import type { TaskDockerfile } from "./dockerfile.ts";
 import type { TreeFile } from "./files.ts";
@@ -9,16 +10,9 @@ import type { TreeFile } from "./files.ts";
  * check. The runner, the verifier and the controls start it on a network that the task's sandbox
  * shares with its services alone, where it answers to its name.
  */
-export interface TaskService {
-  name: string;
+export interface TaskService extends Omit<TaskServiceRef, "image"> {
   /** What builds its image: its build context's Dockerfile, or `FROM <image>`. */
   dockerfile: TaskDockerfile;
-  command: string[] | null;
-  env: Record<string, string>;
-  healthcheck: string[] | null;
-  /** Its memory and CPU limits (compose's deploy.resources.limits, mem_limit, cpus); null: the sandbox's default. */
-  memoryMb: number | null;
-  cpus: number | null;
 }
 
 /**

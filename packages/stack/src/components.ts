@@ -50,16 +50,24 @@ const CLI_TYPES = { KEYWORD: "Keyword", INT: "Int", DOUBLE: "Double" } as const;
 
 const tsEntry = (file: string) => ["--import", "tsx", join(repoRoot, file)];
 
+/** The stack's services under `services/`, each on its own port from BRIDLE_PORT_BASE. */
+type ServiceName = "serving" | "guard" | "tasks" | "verifier" | "trainer" | "gateway" | "runner";
+
 /** The stack, in start order. Stop order is the reverse. */
 export function stackComponents(config: StackConfig): Component[] {
   const { host, ports } = config;
   const temporalAddress = `${host}:${ports.temporal}`;
   const temporalBin = join(config.venv, "bin", "temporal");
   const url = (port: number) => `http://${host}:${port}`;
-  const serviceEnv = (port: number): Record<string, string> => ({
-    HOST: host,
-    PORT: String(port),
-    LOG_LEVEL: config.logLevel,
+  /** One of Bridle's Hono services: `services/<name>/src/main.ts` on its port, healthy once /healthz answers. */
+  const service = (name: ServiceName, env: Record<string, string>): Component => ({
+    name,
+    command: process.execPath,
+    args: tsEntry(`services/${name}/src/main.ts`),
+    env: { HOST: host, PORT: String(ports[name]), LOG_LEVEL: config.logLevel, ...env },
+    ports: [{ port: ports[name], setting: "BRIDLE_PORT_BASE" }],
+    health: { kind: "http", url: `${url(ports[name])}/healthz` },
+    startTimeoutMs: 30_000,
   });
   const components: Component[] = [
     {
@@ -125,130 +133,67 @@ export function stackComponents(config: StackConfig): Component[] {
   ];
   if (config.embeddedVllm) components.push(vllmComponent(config));
   components.push(
-    {
-      name: "serving",
-      command: process.execPath,
-      args: tsEntry("services/serving/src/main.ts"),
-      env: {
-        ...serviceEnv(ports.serving),
-        VLLM_URL: config.vllmNodes.join(","),
-        // The model servers load each adapter from serving's files by URL, not from its disk.
-        SERVING_URL: url(ports.serving),
-        SERVING_DATA_DIR: join(config.data, "serving"),
-        SERVING_MAX_LORAS: String(config.maxLoras),
-        SERVING_MAX_LORA_RANK: String(config.maxLoraRank),
-      },
-      ports: [{ port: ports.serving, setting: "BRIDLE_PORT_BASE" }],
-      health: { kind: "http", url: `${url(ports.serving)}/healthz` },
-      startTimeoutMs: 30_000,
-    },
-    {
-      // Harnesses call the model through the guard: it checks every tool call and captures trajectories.
-      name: "guard",
-      command: process.execPath,
-      args: tsEntry("services/guard/src/main.ts"),
-      env: {
-        ...serviceEnv(ports.guard),
-        UPSTREAM_URL: config.vllmNodes.join(","),
-        // Serving's registry names what served each call (serving starts before the guard).
-        SERVING_URL: url(ports.serving),
-        GUARD_DATA_DIR: join(config.data, "guard"),
-        // Harnesses ask for up to 128K new tokens; the served model's context is far smaller.
-        MAX_TOKENS_CAP: String(config.maxTokens),
-        GUARD_WORKERS: String(config.guardWorkers),
-        GUARD_ADMIN_TOKEN: config.guardAdminToken,
-      },
-      ports: [{ port: ports.guard, setting: "BRIDLE_PORT_BASE" }],
-      health: { kind: "http", url: `${url(ports.guard)}/healthz` },
-      startTimeoutMs: 30_000,
-    },
-    {
-      name: "tasks",
-      command: process.execPath,
-      args: tsEntry("services/tasks/src/main.ts"),
-      env: {
-        ...serviceEnv(ports.tasks),
-        TASKS_DATA: join(config.data, "tasks"),
-        TASK_ENV_ALLOW: config.taskEnvAllow.join(","),
-        VERIFIER_TOOLCHAIN: join(config.home, "toolchain"),
-        IMAGES_HOME: imagesHome(config),
-        // Where `bridle harness check` stores its results; every runner reads them from here.
-        HARNESS_CHECKS_DIR: join(config.data, "harness-checks"),
-        ...config.artifactsS3,
-      },
-      ports: [{ port: ports.tasks, setting: "BRIDLE_PORT_BASE" }],
-      health: { kind: "http", url: `${url(ports.tasks)}/healthz` },
-      startTimeoutMs: 30_000,
-    },
-    {
-      name: "verifier",
-      command: process.execPath,
-      args: tsEntry("services/verifier/src/main.ts"),
-      env: {
-        ...serviceEnv(ports.verifier),
-        TASKS_URL: url(ports.tasks),
-        TASK_ENV_ALLOW: config.taskEnvAllow.join(","),
-        VERIFIER_TOOLCHAIN: join(config.home, "toolchain"),
-        IMAGES_HOME: imagesHome(config),
-      },
-      ports: [{ port: ports.verifier, setting: "BRIDLE_PORT_BASE" }],
-      health: { kind: "http", url: `${url(ports.verifier)}/healthz` },
-      startTimeoutMs: 30_000,
-    },
-    {
-      name: "trainer",
-      command: process.execPath,
-      args: tsEntry("services/trainer/src/main.ts"),
-      env: {
-        ...serviceEnv(ports.trainer),
-        TRAINER_PYTHON: join(config.venv, "bin", "python"),
-        TRAINER_MODEL_DIR: config.modelDir,
-        TRAINER_DATA_DIR: join(config.data, "trainer"),
-        TRAINER_PRECISION: config.precision,
-      },
-      ports: [{ port: ports.trainer, setting: "BRIDLE_PORT_BASE" }],
-      health: { kind: "http", url: `${url(ports.trainer)}/healthz` },
-      startTimeoutMs: 30_000,
-    },
-    {
-      name: "gateway",
-      command: process.execPath,
-      args: tsEntry("services/gateway/src/main.ts"),
-      env: {
-        ...serviceEnv(ports.gateway),
-        TEMPORAL_ADDRESS: temporalAddress,
-        TEMPORAL_UI_URL: url(ports.temporalUi),
-        SERVING_URL: url(ports.serving),
-        TRAINER_URL: url(ports.trainer),
-        BRIDLE_API_TOKEN: config.apiToken,
-      },
-      ports: [{ port: ports.gateway, setting: "BRIDLE_PORT_BASE" }],
-      health: { kind: "http", url: `${url(ports.gateway)}/healthz` },
-      startTimeoutMs: 30_000,
-    },
-    {
-      // Rollouts: a harness in a sandbox whose only way out is the guard.
-      name: "runner",
-      command: process.execPath,
-      args: tsEntry("services/runner/src/main.ts"),
-      env: {
-        ...serviceEnv(ports.runner),
-        TASKS_URL: url(ports.tasks),
-        GUARD_URL: url(ports.guard),
-        VERIFIER_URL: url(ports.verifier),
-        GUARD_ADMIN_TOKEN: config.guardAdminToken,
-        RUNNER_DATA_DIR: join(config.data, "runner"),
-        RUNNER_URL: url(ports.runner),
-        HARNESS_NPM_ROOT: join(config.home, "harnesses", "node_modules"),
-        HERMES_VENV: join(config.home, "hermes-venv"),
-        IMAGES_HOME: imagesHome(config),
-        TASK_ENV_ALLOW: config.taskEnvAllow.join(","),
-        ...config.artifactsS3,
-      },
-      ports: [{ port: ports.runner, setting: "BRIDLE_PORT_BASE" }],
-      health: { kind: "http", url: `${url(ports.runner)}/healthz` },
-      startTimeoutMs: 30_000,
-    },
+    service("serving", {
+      VLLM_URL: config.vllmNodes.join(","),
+      // The model servers load each adapter from serving's files by URL, not from its disk.
+      SERVING_URL: url(ports.serving),
+      SERVING_DATA_DIR: join(config.data, "serving"),
+      SERVING_MAX_LORAS: String(config.maxLoras),
+      SERVING_MAX_LORA_RANK: String(config.maxLoraRank),
+    }),
+    // Harnesses call the model through the guard: it checks every tool call and captures trajectories.
+    service("guard", {
+      UPSTREAM_URL: config.vllmNodes.join(","),
+      // Serving's registry names what served each call (serving starts before the guard).
+      SERVING_URL: url(ports.serving),
+      GUARD_DATA_DIR: join(config.data, "guard"),
+      // Harnesses ask for up to 128K new tokens; the served model's context is far smaller.
+      MAX_TOKENS_CAP: String(config.maxTokens),
+      GUARD_WORKERS: String(config.guardWorkers),
+      GUARD_ADMIN_TOKEN: config.guardAdminToken,
+    }),
+    service("tasks", {
+      TASKS_DATA: join(config.data, "tasks"),
+      TASK_ENV_ALLOW: config.taskEnvAllow.join(","),
+      VERIFIER_TOOLCHAIN: join(config.home, "toolchain"),
+      IMAGES_HOME: imagesHome(config),
+      // Where `bridle harness check` stores its results; every runner reads them from here.
+      HARNESS_CHECKS_DIR: join(config.data, "harness-checks"),
+      ...config.artifactsS3,
+    }),
+    service("verifier", {
+      TASKS_URL: url(ports.tasks),
+      TASK_ENV_ALLOW: config.taskEnvAllow.join(","),
+      VERIFIER_TOOLCHAIN: join(config.home, "toolchain"),
+      IMAGES_HOME: imagesHome(config),
+    }),
+    service("trainer", {
+      TRAINER_PYTHON: join(config.venv, "bin", "python"),
+      TRAINER_MODEL_DIR: config.modelDir,
+      TRAINER_DATA_DIR: join(config.data, "trainer"),
+      TRAINER_PRECISION: config.precision,
+    }),
+    service("gateway", {
+      TEMPORAL_ADDRESS: temporalAddress,
+      TEMPORAL_UI_URL: url(ports.temporalUi),
+      SERVING_URL: url(ports.serving),
+      TRAINER_URL: url(ports.trainer),
+      BRIDLE_API_TOKEN: config.apiToken,
+    }),
+    // Rollouts: a harness in a sandbox whose only way out is the guard.
+    service("runner", {
+      TASKS_URL: url(ports.tasks),
+      GUARD_URL: url(ports.guard),
+      VERIFIER_URL: url(ports.verifier),
+      GUARD_ADMIN_TOKEN: config.guardAdminToken,
+      RUNNER_DATA_DIR: join(config.data, "runner"),
+      RUNNER_URL: url(ports.runner),
+      HARNESS_NPM_ROOT: join(config.home, "harnesses", "node_modules"),
+      HERMES_VENV: join(config.home, "hermes-venv"),
+      IMAGES_HOME: imagesHome(config),
+      TASK_ENV_ALLOW: config.taskEnvAllow.join(","),
+      ...config.artifactsS3,
+    }),
     {
       name: "worker",
       command: process.execPath,

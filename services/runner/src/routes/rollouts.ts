@@ -8,6 +8,8 @@ import {
   errorAnswer,
   errorContent,
   httpError,
+  jsonBody,
+  jsonContent,
   type Logger,
   Semaphore,
   ServiceError,
@@ -20,6 +22,9 @@ import { RolloutCancelled, type RolloutDeps, resultPath, runRollout, unavailable
 /** What a submitted rollout that failed answers its poller; kept for the last few hundred. */
 type Failed = Extract<RolloutState, { state: "failed" }>;
 const FAILURES_KEPT = 500;
+
+/** The path parameter naming a rollout (its rolloutId). */
+const RolloutIdParam = z.object({ id: z.string().min(1).max(120) });
 
 /**
  * Bounds concurrent rollouts, runs a rollout id at most once at a time, cancels one on request, and
@@ -131,7 +136,7 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
         summary:
           "Run one rollout to the end and return its result (idempotent by rolloutId); with ?wait=false, submit it and poll GET /{id}/state",
         request: {
-          body: { content: { "application/json": { schema: RolloutRequest } }, required: true },
+          body: jsonBody(RolloutRequest),
           query: z.object({
             wait: z
               .enum(["true", "false"])
@@ -140,11 +145,8 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
           }),
         },
         responses: {
-          200: { description: "Result", content: { "application/json": { schema: RolloutResult } } },
-          202: {
-            description: "Submitted (?wait=false): its state, running or already done",
-            content: { "application/json": { schema: RolloutState } },
-          },
+          200: jsonContent(RolloutResult, "Result"),
+          202: jsonContent(RolloutState, "Submitted (?wait=false): its state, running or already done"),
           400: errorContent("Invalid request"),
           404: errorContent("Unknown task"),
           409: errorContent(
@@ -200,14 +202,12 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
         method: "delete",
         path: "/{id}",
         summary: "Cancel a rollout in flight: its harness is killed, its sandbox removed, nothing stored",
-        request: { params: z.object({ id: z.string().min(1).max(120) }) },
+        request: { params: RolloutIdParam },
         responses: {
-          202: {
-            description: "Cancelled: its POST answers 409 rollout_cancelled once the harness is gone",
-            content: {
-              "application/json": { schema: z.object({ rolloutId: z.string(), cancelled: z.literal(true) }) },
-            },
-          },
+          202: jsonContent(
+            z.object({ rolloutId: z.string(), cancelled: z.literal(true) }),
+            "Cancelled: its POST answers 409 rollout_cancelled once the harness is gone",
+          ),
           404: errorContent("No rollout in flight with this id"),
           409: errorContent("A later attempt of the caller's activity waits for this rollout"),
         },
@@ -232,9 +232,9 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
         method: "get",
         path: "/{id}",
         summary: "A finished rollout's result",
-        request: { params: z.object({ id: z.string().min(1).max(120) }) },
+        request: { params: RolloutIdParam },
         responses: {
-          200: { description: "Result", content: { "application/json": { schema: RolloutResult } } },
+          200: jsonContent(RolloutResult, "Result"),
           404: errorContent("No finished rollout with this id"),
         },
       }),
@@ -249,9 +249,9 @@ export function rolloutRoutes(deps: RolloutDeps, maxConcurrent: number) {
         method: "get",
         path: "/{id}/state",
         summary: "A submitted rollout's state: running, done with its result, or failed with its error",
-        request: { params: z.object({ id: z.string().min(1).max(120) }) },
+        request: { params: RolloutIdParam },
         responses: {
-          200: { description: "State", content: { "application/json": { schema: RolloutState } } },
+          200: jsonContent(RolloutState, "State"),
           404: errorContent("Not running, not finished and no failure remembered: submit it again"),
         },
       }),

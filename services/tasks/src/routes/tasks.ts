@@ -11,7 +11,8 @@ import {
   VerifierBundle,
 } from "@bridle/contracts";
 import type { SandboxHost } from "@bridle/harbor";
-import { createRouter, errorContent, httpError, type Logger } from "@bridle/service-kit";
+import type { Logger } from "@bridle/service-kit";
+import { createRouter, errorContent, httpError, jsonBody, jsonContent } from "@bridle/service-kit";
 import { createRoute, z } from "@hono/zod-openapi";
 import { importTasks } from "../importer.ts";
 import { sampleBatch } from "../sampler.ts";
@@ -24,12 +25,23 @@ export interface TaskRouteDeps extends SandboxHost {
   controlParallel: number;
 }
 
-const json = <T extends z.ZodType>(description: string, schema: T) => ({
-  description,
-  content: { "application/json": { schema } },
-});
 const IdParam = z.object({ id: TaskId });
-const notFound = (id: string) => httpError(404, "task_not_found", `no task '${id}' in the registry`);
+
+/** A GET of one view of the task `{id}`: the view, or 404 where the registry has no such task. */
+const taskView = <P extends string, T extends z.ZodType>(path: P, summary: string, view: string, schema: T) =>
+  createRoute({
+    method: "get",
+    path,
+    summary,
+    request: { params: IdParam },
+    responses: { 200: jsonContent(schema, view), 404: errorContent("No such task") },
+  });
+
+/** The view of task `id`, or the 404 that names it. */
+const found = <T>(id: string, view: T | null): T => {
+  if (!view) throw httpError(404, "task_not_found", `no task '${id}' in the registry`);
+  return view;
+};
 
 /** The task registry: list, read, import, sample. */
 export function taskRoutes(deps: TaskRouteDeps) {
@@ -42,27 +54,16 @@ export function taskRoutes(deps: TaskRouteDeps) {
         summary: "List tasks, filtered by category, split, controls or label status",
         request: { query: TaskListQuery },
         responses: {
-          200: json("Tasks", z.object({ tasks: z.array(TaskSummary) })),
+          200: jsonContent(z.object({ tasks: z.array(TaskSummary) }), "Tasks"),
           400: errorContent("Bad filter"),
         },
       }),
       (c) => c.json({ tasks: store.list(c.req.valid("query")) }, 200),
     )
-    .openapi(
-      createRoute({
-        method: "get",
-        path: "/tasks/{id}",
-        summary: "One task's registry entry",
-        request: { params: IdParam },
-        responses: { 200: json("Task", TaskSummary), 404: errorContent("No such task") },
-      }),
-      (c) => {
-        const { id } = c.req.valid("param");
-        const task = store.get(id);
-        if (!task) throw notFound(id);
-        return c.json(task, 200);
-      },
-    )
+    .openapi(taskView("/tasks/{id}", "One task's registry entry", "Task", TaskSummary), (c) => {
+      const { id } = c.req.valid("param");
+      return c.json(found(id, store.get(id)), 200);
+    })
     .openapi(
       createRoute({
         method: "put",
@@ -70,10 +71,10 @@ export function taskRoutes(deps: TaskRouteDeps) {
         summary: "Record a task's measured base success for one (model, harness)",
         request: {
           params: IdParam,
-          body: { content: { "application/json": { schema: Calibration } }, required: true },
+          body: jsonBody(Calibration),
         },
         responses: {
-          200: json("The task with its calibrations", TaskSummary),
+          200: jsonContent(TaskSummary, "The task with its calibrations"),
           404: errorContent("No such task"),
           409: errorContent("Measured on other content than the task has now"),
         },
@@ -81,8 +82,7 @@ export function taskRoutes(deps: TaskRouteDeps) {
       (c) => {
         const { id } = c.req.valid("param");
         const record = c.req.valid("json");
-        const task = store.get(id);
-        if (!task) throw notFound(id);
+        const task = found(id, store.get(id));
         if (task.hash !== record.taskHash)
           throw httpError(
             409,
@@ -96,33 +96,27 @@ export function taskRoutes(deps: TaskRouteDeps) {
       },
     )
     .openapi(
-      createRoute({
-        method: "get",
-        path: "/tasks/{id}/agent",
-        summary: "What the agent phase gets: instruction and workspace files (never tests or solution)",
-        request: { params: IdParam },
-        responses: { 200: json("Agent view", AgentTask), 404: errorContent("No such task") },
-      }),
+      taskView(
+        "/tasks/{id}/agent",
+        "What the agent phase gets: instruction and workspace files (never tests or solution)",
+        "Agent view",
+        AgentTask,
+      ),
       (c) => {
         const { id } = c.req.valid("param");
-        const task = store.agentTask(id);
-        if (!task) throw notFound(id);
-        return c.json(task, 200);
+        return c.json(found(id, store.agentTask(id)), 200);
       },
     )
     .openapi(
-      createRoute({
-        method: "get",
-        path: "/tasks/{id}/verifier-bundle",
-        summary: "For the verifier only: the tests and their timeout",
-        request: { params: IdParam },
-        responses: { 200: json("Verifier bundle", VerifierBundle), 404: errorContent("No such task") },
-      }),
+      taskView(
+        "/tasks/{id}/verifier-bundle",
+        "For the verifier only: the tests and their timeout",
+        "Verifier bundle",
+        VerifierBundle,
+      ),
       (c) => {
         const { id } = c.req.valid("param");
-        const bundle = store.verifierBundle(id);
-        if (!bundle) throw notFound(id);
-        return c.json(bundle, 200);
+        return c.json(found(id, store.verifierBundle(id)), 200);
       },
     )
     .openapi(
@@ -130,8 +124,11 @@ export function taskRoutes(deps: TaskRouteDeps) {
         method: "post",
         path: "/tasks/import",
         summary: "Import Harbor task folders from a path on this host, running the controls",
-        request: { body: { content: { "application/json": { schema: ImportRequest } }, required: true } },
-        responses: { 200: json("One verdict per folder", ImportResult), 400: errorContent("Bad path") },
+        request: { body: jsonBody(ImportRequest) },
+        responses: {
+          200: jsonContent(ImportResult, "One verdict per folder"),
+          400: errorContent("Bad path"),
+        },
       }),
       async (c) => {
         const body = c.req.valid("json");
@@ -164,9 +161,9 @@ export function taskRoutes(deps: TaskRouteDeps) {
         summary: "A batch stratified by category, seeded, without replacement within an epoch",
         description:
           "Only tasks of the requested split whose controls passed on their current content are eligible (with `unproven`, also those that passed all but the oracle, which could not run for want of a reference solution). Pass `nextCursor` back for the next batch.",
-        request: { body: { content: { "application/json": { schema: SampleRequest } }, required: true } },
+        request: { body: jsonBody(SampleRequest) },
         responses: {
-          200: json("Batch", SampleResult),
+          200: jsonContent(SampleResult, "Batch"),
           400: errorContent("Invalid request"),
           422: errorContent("No eligible task"),
         },

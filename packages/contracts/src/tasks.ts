@@ -226,6 +226,26 @@ const TaskServices = z
   .describe("Services beside the task's container, started in order on a network of its own");
 
 /**
+ * An MCP server the task offers its agent (Harbor's `[[environment.mcp_servers]]`): the runner
+ * writes it into the harness's own configuration. Over HTTP it is usually one of the task's
+ * services, reached by name; over stdio the harness starts `command` in the task's sandbox.
+ */
+export const McpServer = z.discriminatedUnion("transport", [
+  z.object({
+    name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/, "letters, digits, '_' and '-'"),
+    transport: z.enum(["streamable-http", "sse"]),
+    url: z.string().url(),
+  }),
+  z.object({
+    name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/, "letters, digits, '_' and '-'"),
+    transport: z.literal("stdio"),
+    command: z.string().min(1),
+    args: z.array(z.string()).default([]),
+  }),
+]);
+export type McpServer = z.infer<typeof McpServer>;
+
+/**
  * A reward threshold a step must reach for the next one to run (Harbor's `min_reward`): per key of
  * the step's reward; a bare number in task.toml is the `reward` key's.
  */
@@ -274,6 +294,10 @@ export const AgentTask = z.object({
   workdir: Workdir,
   image: TaskImageRef,
   services: TaskServices,
+  mcpServers: z
+    .array(McpServer)
+    .default([])
+    .describe("MCP servers the harness is told about (task.toml [[environment.mcp_servers]])"),
   environment: z.array(TaskFile),
   guard: z
     .object({ allowedHosts: z.array(z.string()), plugins: TaskPlugins })

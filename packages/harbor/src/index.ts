@@ -25,6 +25,6 @@ export {
 export { startTaskServices } from "./services.ts";
 export { splitFor } from "./split.ts";
 export { belowMinReward, rollUpSteps, type StepScore } from "./steps.ts";
-export { labelsOf, parseTaskToml, phaseEnv, TaskToml } from "./task-toml.ts";
+export { labelsOf, mcpServersOf, parseTaskToml, phaseEnv, TaskToml } from "./task-toml.ts";
 export { type ValidateOptions, validateFolder, validateTask } from "./validate.ts";
 export { chownTree, runTests, type TestRunOptions, TOOLCHAIN_DIR } from "./verify.ts";

@@ -1,9 +1,9 @@
-import { cp, mkdir, mkdtemp, rm, symlink, writeFile } from "node:fs/promises";
+import { cp, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { findTaskDirs, loadTask, taskIdOf } from "./index.ts";
+import { findTaskDirs, loadTask, mcpServersOf, taskIdOf } from "./index.ts";
 
 const suite = resolve(dirname(fileURLToPath(import.meta.url)), "../../../tasks");
 let dir: string;
@@ -289,6 +289,44 @@ describe("loadTask", () => {
       expect(yml.task.services).toEqual([]);
       expect(yml.task.environment.map((f) => f.path)).toContain("docker-compose.yml");
     }
+  });
+
+  it("reads [[environment.mcp_servers]] as Harbor writes them, for the harness, and refuses one it cannot reach", async () => {
+    const task = await copy("mcp-servers");
+    const toml = join(task, "task.toml");
+    const base = await readFile(toml, "utf8");
+    // As Harbor's hello-mcp writes it, with a stdio server beside it.
+    await writeFile(
+      toml,
+      `${base}
+[[environment.mcp_servers]]
+name = "mcp-server"
+transport = "streamable-http"
+url = "http://mcp-server:8000/mcp"
+args = []
+
+[[environment.mcp_servers]]
+name = "files"
+command = "python3"
+args = ["-m", "files_server"]
+`,
+    );
+    const loaded = await loadTask(task);
+    if (!loaded.ok) throw new Error(loaded.problems.join("; "));
+    expect(mcpServersOf(loaded.task.toml)).toEqual([
+      { name: "mcp-server", transport: "streamable-http", url: "http://mcp-server:8000/mcp" },
+      { name: "files", transport: "stdio", command: "python3", args: ["-m", "files_server"] },
+    ]);
+    expect(loaded.task.notes).toContain(
+      "task.toml: environment.mcp_servers: mcp-server (streamable-http, http://mcp-server:8000/mcp) is offered to the harness's MCP client (Claude Code, OpenCode and Hermes have one; pi has none)",
+    );
+    expect(loaded.task.notes.join("\n")).not.toMatch(/mcp_servers: not read/);
+
+    await writeFile(toml, `${base}\n[[environment.mcp_servers]]\nname = "remote"\ntransport = "sse"\n`);
+    const refused = await loadTask(task);
+    expect(refused.ok || refused.problems).toEqual([
+      "task.toml: environment.mcp_servers.0: remote: transport sse needs a url",
+    ]);
   });
 
   it("reads a hack check, and refuses one that could be trained on", async () => {

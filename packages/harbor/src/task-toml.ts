@@ -4,6 +4,7 @@ import {
   EvaluationStage,
   EvaluationStatus,
   KNOWN_CATEGORIES,
+  type McpServer,
   TaskPlugins,
   TaskSplit,
 } from "@bridle/contracts";
@@ -109,6 +110,27 @@ const Agent = z.looseObject({
   env: EnvTable.default({}),
 });
 
+/**
+ * One `[[environment.mcp_servers]]` table (Harbor 1.x): a server the agent's harness is told about,
+ * over HTTP (`url`, usually one of the task's services) or stdio (`command`, started in the task's
+ * sandbox). Without `transport`, a url means streamable HTTP and a command stdio.
+ */
+const McpServerToml = z
+  .looseObject({
+    name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/, "letters, digits, '_' and '-'"),
+    transport: z.enum(["stdio", "sse", "streamable-http"]).optional(),
+    url: z.string().url().optional(),
+    command: z.string().min(1).optional(),
+    args: z.array(z.string()).default([]),
+  })
+  .superRefine((server, ctx) => {
+    const transport = server.transport ?? (server.url ? "streamable-http" : "stdio");
+    if (transport === "stdio" && !server.command)
+      ctx.addIssue({ code: "custom", message: `${server.name}: transport stdio needs a command` });
+    if (transport !== "stdio" && !server.url)
+      ctx.addIssue({ code: "custom", message: `${server.name}: transport ${transport} needs a url` });
+  });
+
 const Environment = z.looseObject({
   /** Where the agent and the tests work: the workspace is shown there (default /app). */
   workdir: z
@@ -140,6 +162,7 @@ const Environment = z.looseObject({
   gpu_types: informational,
   /** Variables of the environment itself: every phase sees them (agent, solution, tests). */
   env: EnvTable.default({}),
+  mcp_servers: z.array(McpServerToml).default([]),
 });
 
 /** A step's folder name: steps/<name>/ holds its instruction, tests, solution and workdir. */
@@ -165,7 +188,7 @@ export const TaskToml = z.looseObject({
   metadata: Metadata.default({ impossible: false }),
   verifier: Verifier.default({ timeout_sec: 600, env: {} }),
   agent: Agent.default({ timeout_sec: 600, env: {} }),
-  environment: Environment.default({ requires: [], allow_internet: false, env: {} }),
+  environment: Environment.default({ requires: [], allow_internet: false, env: {}, mcp_servers: [] }),
   task: informational,
   source: informational,
   artifacts: z.array(z.union([z.string(), z.looseObject({})])).optional(),
@@ -259,6 +282,10 @@ export function notesOn(raw: Record<string, unknown>, toml: TaskToml): string[] 
         `task.toml: ${table} reads ${reads.map((r) => `\${${r}}`).join(", ")}: from your environment, only the names in BRIDLE_TASK_ENV_ALLOW`,
       );
   }
+  for (const server of mcpServersOf(toml))
+    notes.push(
+      `task.toml: environment.mcp_servers: ${server.name} (${server.transport}, ${server.transport === "stdio" ? [server.command, ...server.args].join(" ") : server.url}) is offered to the harness's MCP client (Claude Code, OpenCode and Hermes have one; pi has none)`,
+    );
   if (toml.environment.allow_internet)
     notes.push(
       "task.toml: environment.allow_internet: the sandbox has no network here; the task runs offline",
@@ -297,6 +324,15 @@ export function parseTaskToml(
     toml.environment.memory_mb = mb;
   }
   return { ok: true, toml, notes: notesOn(raw, toml) };
+}
+
+/** The task's MCP servers in the contracts' shape, each with its transport spelled out. */
+export function mcpServersOf(toml: TaskToml): McpServer[] {
+  return toml.environment.mcp_servers.map((server) =>
+    server.url && server.transport !== "stdio"
+      ? { name: server.name, transport: server.transport ?? "streamable-http", url: server.url }
+      : { name: server.name, transport: "stdio", command: server.command!, args: server.args },
+  );
 }
 
 /** The evaluation labels recorded in `task.toml`, in the contracts' shape. */

@@ -5,6 +5,7 @@ import {
   type Calibration,
   ControlResults,
   type EvaluationLabels,
+  type McpServer,
   type TaskCategory,
   type TaskFile,
   type TaskImageRef,
@@ -14,7 +15,7 @@ import {
   type TaskSummary,
   type VerifierBundle,
 } from "@bridle/contracts";
-import { type HarborTask, phaseEnv, type TaskToml, type TreeFile } from "@bridle/harbor";
+import { type HarborTask, mcpServersOf, phaseEnv, type TaskToml, type TreeFile } from "@bridle/harbor";
 import Database from "better-sqlite3";
 
 const SCHEMA = `
@@ -40,7 +41,8 @@ CREATE TABLE IF NOT EXISTS tasks (
   image TEXT,
   agent_env TEXT NOT NULL DEFAULT '{}',
   users TEXT NOT NULL DEFAULT '{}',
-  services TEXT NOT NULL DEFAULT '[]'
+  services TEXT NOT NULL DEFAULT '[]',
+  mcp_servers TEXT NOT NULL DEFAULT '[]'
 );
 CREATE TABLE IF NOT EXISTS task_files (
   task_id TEXT NOT NULL REFERENCES tasks(id) ON DELETE CASCADE,
@@ -97,6 +99,8 @@ interface Row {
   users: string;
   /** The services beside the task's container (TaskServiceRef[] as JSON). */
   services: string;
+  /** The MCP servers the harness is told about (McpServer[] as JSON). */
+  mcp_servers: string;
 }
 
 /** What the registry keeps of a step besides its files. */
@@ -177,6 +181,8 @@ export class TaskStore {
       this.db.exec("ALTER TABLE tasks ADD COLUMN users TEXT NOT NULL DEFAULT '{}'");
     if (!columns.some((c) => c.name === "services"))
       this.db.exec("ALTER TABLE tasks ADD COLUMN services TEXT NOT NULL DEFAULT '[]'");
+    if (!columns.some((c) => c.name === "mcp_servers"))
+      this.db.exec("ALTER TABLE tasks ADD COLUMN mcp_servers TEXT NOT NULL DEFAULT '[]'");
   }
 
   /**
@@ -200,9 +206,9 @@ export class TaskStore {
       this.db
         .prepare(
           `INSERT INTO tasks (id, hash, category, split, split_source, labels, controls, instruction,
-             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible, reward_key, workdir, image, steps, step_rewards, agent_env, users, services)
+             agent_timeout_sec, verifier_timeout_sec, verifier_env, requires, imported_at, guard, tier, impossible, reward_key, workdir, image, steps, step_rewards, agent_env, users, services, mcp_servers)
            VALUES (@id, @hash, @category, @split, @split_source, @labels, @controls, @instruction,
-             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible, @reward_key, @workdir, @image, @steps, @step_rewards, @agent_env, @users, @services)`,
+             @agent_timeout_sec, @verifier_timeout_sec, @verifier_env, @requires, @imported_at, @guard, @tier, @impossible, @reward_key, @workdir, @image, @steps, @step_rewards, @agent_env, @users, @services, @mcp_servers)`,
         )
         .run({
           id: task.id,
@@ -243,6 +249,7 @@ export class TaskStore {
           step_rewards: task.stepRewards,
           users: JSON.stringify({ agent: task.toml.agent.user, verifier: task.toml.verifier.user }),
           services: JSON.stringify(services),
+          mcp_servers: JSON.stringify(mcpServersOf(task.toml)),
         });
       const insert = this.db.prepare(
         "INSERT INTO task_files (task_id, part, path, mode, content) VALUES (?, ?, ?, ?, ?)",
@@ -356,6 +363,7 @@ export class TaskStore {
       workdir: row.workdir,
       image: imageOf(row),
       services: servicesOf(row),
+      mcpServers: JSON.parse(row.mcp_servers) as McpServer[],
       environment: this.files(id, "environment"),
       guard: guardOf(row.guard),
       env: JSON.parse(row.agent_env) as Record<string, string>,

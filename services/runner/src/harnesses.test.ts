@@ -6,9 +6,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { harnesses } from "./harnesses/index.ts";
 import { startRolloutStack, SLUGIFY_TASK as TASK } from "./test-stack.ts";
 
+/** A task whose compose service is an MCP server, offered through [[environment.mcp_servers]]. */
+const MCP_TASK = join(import.meta.dirname, "..", "fixtures", "mcp-task");
+
 let stack: Awaited<ReturnType<typeof startRolloutStack>>;
 beforeAll(async () => {
-  stack = await startRolloutStack(19710, [TASK]);
+  stack = await startRolloutStack(19710, [TASK, MCP_TASK]);
 }, 600_000);
 afterAll(() => stack?.stop());
 
@@ -71,6 +74,40 @@ describe("claude-code through the real guard and sandbox (scripted upstream mode
     expect(result.toolCalls.harness).toBe(2);
     expect(result.correctness).toBe(0); // the fix was never written
   });
+});
+
+describe("a task's MCP servers reach the harness's own MCP client (scripted upstream model: a test double)", () => {
+  // What each harness calls the notes server's get_word tool.
+  const tools: Record<string, string> = {
+    "claude-code": "mcp__notes__get_word",
+    opencode: "notes_get_word",
+    hermes: "mcp__notes__get_word",
+  };
+  it.each(Object.keys(tools))(
+    "%s offers the server's tool to the model, calls it by the service's name and hands its answer back",
+    async (harness) => {
+      const tool = tools[harness]!;
+      await stack.script([
+        { tool_calls: [{ name: tool, arguments: {} }] },
+        { tool_calls: [moves[harness]!.run("printf compass > /app/word.txt")] },
+        { text: "Done." },
+      ]);
+      const result = await rollout(harness, "mcp", { taskId: "mcp-task" });
+      expect(result.environmentFailure).toBeNull();
+      expect(result.blocked).toEqual([]);
+      expect(result.correctness).toBe(1);
+      const requests = (await (await fetch(`${stack.upstreamUrl}/_scripted/requests`)).json()) as {
+        tools?: { function?: { name?: string } }[];
+        messages?: { role: string; content: unknown }[];
+      }[];
+      // The harness listed the server's tools before the model's first turn.
+      expect(requests.some((r) => (r.tools ?? []).some((t) => t.function?.name === tool))).toBe(true);
+      // The word exists only in the MCP service's environment: a tool result holding it came from
+      // the server, through the harness's MCP client, over the task's own network.
+      const results = requests.flatMap((r) => (r.messages ?? []).filter((m) => m.role === "tool"));
+      expect(results.some((m) => JSON.stringify(m.content).includes("compass"))).toBe(true);
+    },
+  );
 });
 
 describe("opencode's report of a session its own doom-loop guard ended", () => {

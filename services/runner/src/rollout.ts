@@ -407,8 +407,14 @@ async function runHarness(
     instruction: phase.instruction,
     maxTurns: request.maxTurns,
     contextWindow: request.contextWindow,
+    mcpServers: adapter.mcp ? ctx.task.mcpServers : [],
     install: deps.install,
   });
+  if (!adapter.mcp && ctx.task.mcpServers.length > 0)
+    ctx.log.warn(
+      { harness: adapter.name, mcpServers: ctx.task.mcpServers.map((s) => s.name) },
+      "the task offers MCP servers and this harness has no MCP client: its agent works without them",
+    );
   for (const file of launch.files) {
     const target = join(home, file.path);
     await mkdir(dirname(target), { recursive: true });

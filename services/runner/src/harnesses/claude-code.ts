@@ -1,9 +1,25 @@
 import { join } from "node:path";
+import type { McpServer } from "@bridle/contracts";
 import { type HarnessAdapter, jsonLines, lastLines } from "./types.ts";
 
 interface ContentBlock {
   type?: string;
   name?: string;
+}
+
+/** Where the task's MCP servers are written for Claude Code, relative to its home. */
+const MCP_CONFIG = ".bridle/mcp.json";
+
+/** Claude Code's `mcpServers` entries: `http` is streamable HTTP. */
+function mcpServersConfig(servers: McpServer[]): Record<string, unknown> {
+  return Object.fromEntries(
+    servers.map((server) => [
+      server.name,
+      server.transport === "stdio"
+        ? { type: "stdio", command: server.command, args: server.args }
+        : { type: server.transport === "sse" ? "sse" : "http", url: server.url },
+    ]),
+  );
 }
 
 /**
@@ -15,8 +31,20 @@ interface ContentBlock {
 export const claudeCode: HarnessAdapter = {
   name: "claude-code",
   api: "anthropic",
+  mcp: true,
   version: "2.1.197",
   launch(ctx) {
+    // The task's MCP servers, and no others (`--strict-mcp-config`): its tools are `mcp__<server>__<tool>`.
+    const mcp =
+      ctx.mcpServers.length > 0
+        ? {
+            args: ["--mcp-config", join(ctx.home, MCP_CONFIG), "--strict-mcp-config"],
+            file: {
+              path: MCP_CONFIG,
+              content: JSON.stringify({ mcpServers: mcpServersConfig(ctx.mcpServers) }),
+            },
+          }
+        : undefined;
     return {
       command: join(ctx.install.npmRoot, ".bin", "claude"),
       args: [
@@ -31,6 +59,7 @@ export const claudeCode: HarnessAdapter = {
         "--no-session-persistence",
         "--model",
         ctx.model,
+        ...(mcp?.args ?? []),
       ],
       env: {
         HOME: ctx.home,
@@ -51,7 +80,7 @@ export const claudeCode: HarnessAdapter = {
         DISABLE_AUTOUPDATER: "1",
         IS_SANDBOX: "1",
       },
-      files: [],
+      files: mcp ? [mcp.file] : [],
     };
   },
   report(run) {

@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import type { McpServer } from "@bridle/contracts";
 import Database from "better-sqlite3";
 import { type HarnessAdapter, lastLines } from "./types.ts";
 
@@ -8,6 +9,23 @@ interface Row {
   content: string | null;
   tool_calls: string | null;
   finish_reason: string | null;
+}
+
+/** The `mcp_servers:` table of Hermes' config.yaml (JSON strings are YAML strings). */
+function mcpServersYaml(servers: McpServer[]): string[] {
+  if (servers.length === 0) return [];
+  return [
+    "mcp_servers:",
+    ...servers.flatMap((server) => [
+      `  ${JSON.stringify(server.name)}:`,
+      ...(server.transport === "stdio"
+        ? [`    command: ${JSON.stringify(server.command)}`, `    args: ${JSON.stringify(server.args)}`]
+        : [
+            `    url: ${JSON.stringify(server.url)}`,
+            ...(server.transport === "sse" ? ["    transport: sse"] : []),
+          ]),
+    ]),
+  ];
 }
 
 /**
@@ -20,6 +38,7 @@ interface Row {
 export const hermes: HarnessAdapter = {
   name: "hermes",
   api: "openai",
+  mcp: true,
   version: "0.19.0",
   launch(ctx) {
     const hermesHome = join(ctx.home, ".hermes");
@@ -33,7 +52,9 @@ export const hermes: HarnessAdapter = {
       `    base_url: ${JSON.stringify(`${ctx.guardUrl}/v1`)}`,
       "    key_env: BRIDLE_SESSION_KEY",
       "    api_mode: chat_completions",
-      "toolsets: [terminal, file]",
+      // Each MCP server's tools are a toolset of their own (`mcp-<server>`), named `mcp__<server>__<tool>`.
+      `toolsets: [${["terminal", "file", ...ctx.mcpServers.map((s) => `mcp-${s.name}`)].join(", ")}]`,
+      ...mcpServersYaml(ctx.mcpServers),
       "agent:",
       `  max_turns: ${ctx.maxTurns}`,
       "memory:",

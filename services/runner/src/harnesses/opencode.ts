@@ -16,6 +16,7 @@ interface OpenCodePart {
 export const opencode: HarnessAdapter = {
   name: "opencode",
   api: "openai",
+  mcp: true,
   version: "1.18.33",
   launch(ctx) {
     const config = {
@@ -36,6 +37,15 @@ export const opencode: HarnessAdapter = {
           },
         },
       },
+      // The task's MCP servers: their tools are `<server>_<tool>`.
+      mcp: Object.fromEntries(
+        ctx.mcpServers.map((server) => [
+          server.name,
+          server.transport === "stdio"
+            ? { type: "local", command: [server.command, ...server.args], enabled: true }
+            : { type: "remote", url: server.url, enabled: true },
+        ]),
+      ),
     };
     return {
       command: join(ctx.install.npmRoot, ".bin", "opencode"),

@@ -16,6 +16,8 @@ interface PiMessage {
 export const pi: HarnessAdapter = {
   name: "pi",
   api: "openai",
+  // pi has no MCP client (by design: it extends through its own tools): a task's MCP servers do not reach it.
+  mcp: false,
   version: "0.73.1",
   launch(ctx) {
     const agentDir = join(ctx.home, ".pi-agent");

@@ -1,3 +1,5 @@
+import type { McpServer } from "@bridle/contracts";
+
 /**
  * A harness adapter teaches the runner one coding-agent harness: how to point its model endpoint
  * at the guard, how to run it headless on an instruction, and how to read what it did. Adapters
@@ -29,6 +31,11 @@ export interface HarnessContext {
   maxTurns: number;
   /** The served model's context window, as the harness should budget it. */
   contextWindow: number;
+  /**
+   * The task's MCP servers (Harbor's `[[environment.mcp_servers]]`), for the harness's own MCP
+   * client; one over HTTP is reached by the name of the task's service that serves it.
+   */
+  mcpServers: McpServer[];
   install: HarnessInstall;
 }
 
@@ -62,6 +69,8 @@ export interface HarnessAdapter {
   name: string;
   /** The API the harness speaks to its model endpoint. */
   api: "openai" | "anthropic";
+  /** Whether the harness has an MCP client, so a task's MCP servers reach its agent. */
+  mcp: boolean;
   version: string;
   launch(context: HarnessContext): HarnessLaunch;
   report(run: HarnessRun): HarnessReport;

@@ -75,8 +75,8 @@ async function serveProxyCall(
     if (!res.destroyed) res.write(chunk);
   });
   await outcome.stream(write);
-  // The answer's last events (finish, usage, [DONE]) are still pending here: they leave with the
-  // end of the response in one write.
+  // A fast upstream's whole answer is often still pending here: headers, events and the end of the
+  // response then leave in one write.
   res.end(take());
 }
 

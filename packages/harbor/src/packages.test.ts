@@ -1,4 +1,3 @@
-import { existsSync } from "node:fs";
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -12,7 +11,7 @@ import {
   taskRequirements,
   wheelsHeld,
 } from "./packages.ts";
-import { installImages, toolchain } from "./test-support.ts";
+import { buildableImages, requireToolchain, toolchain } from "./test-support.ts";
 
 const sh = (path: string, text: string) => ({ path, mode: 0o644, content: Buffer.from(text) });
 
@@ -139,11 +138,8 @@ describe("a task whose scripts install packages, on podman", () => {
   });
 
   it("gets them fetched into its image at build, and its solution and tests install them offline", async () => {
-    if (!existsSync(join(toolchain, "bin", "uvx")))
-      throw new Error(`no verifier toolchain at ${toolchain}: run the install (./bridle test does)`);
-    const images = installImages();
-    const why = await images.unavailable();
-    if (why) throw new Error(`images cannot be built here: ${why}`);
+    requireToolchain();
+    const images = await buildableImages();
     dir = await mkdtemp(join(tmpdir(), "bridle-packages-"));
     const task = join(dir, "count-to-toml");
     // Terminal-Bench 1's layout, as its tasks are written: a base without WORKDIR (its own sets
@@ -233,9 +229,7 @@ describe("a task whose scripts install packages, on podman", () => {
   }, 600_000);
 
   it("gets what its scripts install with npm fetched into its image's npm cache, so npm installs offline", async () => {
-    const images = installImages();
-    const why = await images.unavailable();
-    if (why) throw new Error(`images cannot be built here: ${why}`);
+    const images = await buildableImages();
     dir ??= await mkdtemp(join(tmpdir(), "bridle-packages-"));
     const task = join(dir, "npm-project");
     // As aider-polyglot's JavaScript tasks in Terminal-Bench's datasets: a package.json in /app, and

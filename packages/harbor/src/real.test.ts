@@ -1,21 +1,19 @@
-import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import type { EnvironmentImages } from "@bridle/sandbox";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { validateFolder } from "./index.ts";
-import { installImages, toolchain } from "./test-support.ts";
+import { buildableImages, requireToolchain, toolchain } from "./test-support.ts";
 
 /** Public tasks, unchanged (fixtures/real/SOURCES.md names each one's repository, commit and license). */
 const real = resolve(import.meta.dirname, "../fixtures/real/tasks");
-const images = installImages();
+let images: EnvironmentImages;
 
 let dir: string;
 beforeAll(async () => {
-  if (!existsSync(join(toolchain, "bin", "uvx")))
-    throw new Error(`no verifier toolchain at ${toolchain}: run the install (./bridle test does)`);
-  const why = await images.unavailable();
-  if (why) throw new Error(`images cannot be built here: ${why}`);
+  requireToolchain();
+  images = await buildableImages();
   dir = await mkdtemp(join(tmpdir(), "bridle-real-"));
 });
 afterAll(async () => rm(dir, { recursive: true, force: true }));

@@ -1,11 +1,12 @@
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import type { EnvironmentImages } from "@bridle/sandbox";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { validateTask } from "./index.ts";
-import { installImages } from "./test-support.ts";
+import { buildableImages } from "./test-support.ts";
 
-const images = installImages();
+let images: EnvironmentImages;
 let dir: string;
 
 /**
@@ -55,8 +56,7 @@ async function counterTask(name: string, testsRead: "service" | "file"): Promise
 }
 
 beforeAll(async () => {
-  const why = await images.unavailable();
-  if (why) throw new Error(`images cannot be built here: ${why}`);
+  images = await buildableImages();
   dir = await mkdtemp(join(tmpdir(), "bridle-services-"));
 });
 afterAll(async () => rm(dir, { recursive: true, force: true }));

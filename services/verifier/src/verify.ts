@@ -145,7 +145,6 @@ async function testsOnWorkspace(
 export async function verify(deps: VerifyDeps, request: VerificationRequest): Promise<VerificationResult> {
   const bundle = await bundleFor(deps, request.taskId);
   const tests = testsFor(bundle, request.step);
-
   const outcome = await deps.limiter.run(async (): Promise<VerifierOutcome> => {
     let image: BuiltImage | null = null;
     let missing = deps.images ? "" : " (no IMAGES_HOME)";
